@@ -1,0 +1,81 @@
+"""Protocol registry: id → module exposing ``build_graph``, ``compile_graph``, ``graph`` and ``Context``."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Checkpointer
+
+from nodes.context import RunContext
+from nodes.errors import ConfigurationError
+
+
+@dataclass(frozen=True)
+class ProtocolSpec:
+    """How to find, configure and drive one protocol."""
+
+    id: str
+    seed: str
+    summary: str
+    module: str
+    #: True when the protocol's nodes emit their own ``text`` events; otherwise the run layer
+    #: turns the model tokens of LangGraph's "messages" stream into ``text`` events.
+    streams_text: bool = True
+
+    def load(self) -> ModuleType:
+        """Import the protocol's module (lazily: importing the registry stays cheap)."""
+        return importlib.import_module(self.module)
+
+    @property
+    def context_schema(self) -> type[RunContext]:
+        """The protocol's run Context class."""
+        schema: type[RunContext] = self.load().Context
+        return schema
+
+    def make_context(self, **fields: Any) -> RunContext:
+        """Build the protocol's Context, with a clear error for fields it does not have."""
+        try:
+            return self.context_schema(**fields)
+        except TypeError as exc:
+            raise ConfigurationError(f"bad settings for protocol {self.id!r}: {exc}") from exc
+
+    def compile(self, checkpointer: Checkpointer = None) -> CompiledStateGraph:
+        """A compiled graph of this protocol, with ``checkpointer`` when given."""
+        compiled: CompiledStateGraph = self.load().compile_graph(checkpointer)
+        return compiled
+
+
+PROTOCOLS: dict[str, ProtocolSpec] = {
+    spec.id: spec
+    for spec in (
+        ProtocolSpec(
+            id="triggered_phase",
+            seed="000",
+            summary="Action phase streams until the first complete tool call; a tool phase runs exactly it; "
+            "duplicates refused; 3 cycles per turn.",
+            module="graphs.triggered_phase",
+        ),
+        ProtocolSpec(
+            id="unified",
+            seed="000 (fallback)",
+            summary="LangChain's create_agent tool loop with call-limit middleware as the soft stop; "
+            "the fallback route and the benchmark baseline.",
+            module="graphs.unified",
+            streams_text=False,
+        ),
+    )
+}
+
+
+def get_protocol(protocol_id: str) -> ProtocolSpec:
+    """The spec of ``protocol_id``, or a ConfigurationError naming the known ones."""
+    try:
+        return PROTOCOLS[protocol_id]
+    except KeyError:
+        raise ConfigurationError(
+            f"unknown protocol {protocol_id!r}; known protocols: {', '.join(PROTOCOLS)}"
+        ) from None

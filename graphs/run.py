@@ -1,0 +1,156 @@
+"""Drive any registered protocol and turn its streams into the typed event union.
+
+The CLI, the notebooks and the HTTP server all run protocols through this module, so a new
+protocol needs no new code here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Checkpointer
+
+from graphs.registry import ProtocolSpec, get_protocol
+from nodes.context import RunContext
+from nodes.emit import EVENT_KEY, TRACE_KEY
+from nodes.errors import PhasegraphError
+from nodes.events import ErrorEvent, Event, EventBase, Final, TextChunk, parse_event
+from nodes.trace import DEFAULT_TRACES, TraceEntry, TraceStore
+
+E = TypeVar("E", bound=EventBase)
+
+
+@dataclass
+class RunResult:
+    """Everything one run produced."""
+
+    events: list[Event] = field(default_factory=list)
+    trace: list[TraceEntry] = field(default_factory=list)
+
+    @property
+    def final(self) -> Final | None:
+        """The ``final`` event, when the run produced one."""
+        return next((e for e in self.events if isinstance(e, Final)), None)
+
+    @property
+    def error(self) -> ErrorEvent | None:
+        """The ``error`` event, when the run failed."""
+        return next((e for e in self.events if isinstance(e, ErrorEvent)), None)
+
+
+class _Stamper:
+    """Gives events their envelope: ids, protocol and a per-request monotonic ``seq``."""
+
+    def __init__(self, context: RunContext, protocol: str, seq_start: int) -> None:
+        self.context, self.protocol, self.seq = context, protocol, seq_start
+
+    def stamp(self, event: E) -> E:
+        self.seq += 1
+        envelope = {
+            "seq": self.seq,
+            "request_id": self.context.request_id,
+            "project_id": self.context.project_id,
+            "protocol": self.protocol,
+        }
+        return event.model_copy(update=envelope)
+
+    def make(self, kind: type[E], **fields: Any) -> E:
+        return self.stamp(kind(**fields))
+
+
+async def stream_graph(
+    spec: ProtocolSpec,
+    graph: CompiledStateGraph,
+    graph_input: Any,
+    context: RunContext,
+    config: dict[str, Any] | None = None,
+    *,
+    traces: TraceStore | None = None,
+    seq_start: int = 0,
+) -> AsyncIterator[Event]:
+    """Run ``graph`` and yield typed events; failures end the stream with an ``error`` event.
+
+    Args:
+        spec: The protocol being run.
+        graph: A compiled graph of that protocol (with or without checkpointer).
+        graph_input: The graph input, or a ``Command`` / ``None`` to resume from a checkpoint.
+        context: The run's Context.
+        config: LangGraph config (``thread_id`` when checkpointing).
+        traces: Where trace entries go (the process default when omitted).
+        seq_start: Last ``seq`` already sent for this request, so a resumed run continues it.
+    """
+    store = traces or DEFAULT_TRACES
+    stamper = _Stamper(context, spec.id, seq_start)
+    modes = ["custom", "values"] if spec.streams_text else ["custom", "values", "messages"]
+    saw_final, last_values = False, None
+    try:
+        async for mode, chunk in graph.astream(graph_input, config, context=context, stream_mode=modes):
+            if mode == "values":
+                last_values = chunk
+            elif mode == "messages":
+                text = _token_text(chunk)
+                if text:
+                    yield stamper.make(TextChunk, text=text)
+            elif TRACE_KEY in chunk:
+                store.append(TraceEntry.model_validate(chunk[TRACE_KEY]))
+            elif EVENT_KEY in chunk:
+                event = stamper.stamp(parse_event(chunk[EVENT_KEY]))
+                saw_final = saw_final or isinstance(event, Final)
+                yield event
+    except PhasegraphError as exc:
+        yield stamper.make(ErrorEvent, kind=exc.kind, message=str(exc))
+        return
+    except Exception as exc:  # any other failure still reaches the client as an error event
+        yield stamper.make(ErrorEvent, kind="internal", message=f"{type(exc).__name__}: {exc}")
+        return
+    if not saw_final and (answer := _last_answer(last_values)) is not None:
+        yield stamper.make(Final, answer=answer)
+
+
+async def stream_run(
+    protocol: str,
+    message: str,
+    *,
+    context: RunContext | None = None,
+    checkpointer: Checkpointer = None,
+    thread_id: str | None = None,
+    traces: TraceStore | None = None,
+    **context_fields: Any,
+) -> AsyncIterator[Event]:
+    """Run one user turn of ``protocol`` and yield its events.
+
+    Either pass a ready ``context`` or the Context fields (``model=``, ``workspace=``, ...).
+    """
+    spec = get_protocol(protocol)
+    run_context = context or spec.make_context(**context_fields)
+    config = {"configurable": {"thread_id": thread_id or run_context.request_id}}
+    graph = spec.compile(checkpointer)
+    inputs = {"messages": [HumanMessage(message)]}
+    async for event in stream_graph(spec, graph, inputs, run_context, config, traces=traces):
+        yield event
+
+
+async def run(protocol: str, message: str, **kwargs: Any) -> RunResult:
+    """Run one turn to the end and return its events and full trace (see ``stream_run``)."""
+    traces: TraceStore = kwargs.setdefault("traces", DEFAULT_TRACES)
+    result = RunResult()
+    async for event in stream_run(protocol, message, **kwargs):
+        result.events.append(event)
+    if result.events:
+        result.trace = traces.get(result.events[0].request_id)
+    return result
+
+
+def _token_text(chunk: Any) -> str:
+    message, _meta = chunk
+    return message.text if isinstance(message, AIMessageChunk) else ""
+
+
+def _last_answer(values: Any) -> str | None:
+    messages = (values or {}).get("messages") or []
+    last = messages[-1] if messages else None
+    return last.text if isinstance(last, AIMessage) else None

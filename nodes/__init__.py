@@ -1,0 +1,1 @@
+"""Node functions, routers and the shared contracts they need (state, context, events, models)."""

@@ -1,0 +1,105 @@
+"""Run configuration: one dataclass per protocol over a shared base, rendered as a form by Studio."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+from uuid import uuid4
+
+from langchain_core.language_models import BaseChatModel
+
+from nodes.errors import ConfigurationError
+from nodes.models import DEMO_MODEL, make_model
+from nodes.prompts import BUDGET_NOTICE, DUPLICATE_BUDGET_NOTICE, SYSTEM_PROMPT
+from tools import ToolContext, ToolRegistry, default_registry
+
+
+@dataclass(kw_only=True)
+class RunContext:
+    """What every protocol needs to know about one run."""
+
+    PROTOCOL: ClassVar[str] = ""
+
+    model: str = field(
+        default=DEMO_MODEL,
+        metadata={"description": "Model spec: 'openai:<model>' or 'scripted:<path>' ('scripted:demo' is offline)."},
+    )
+    workspace: str = field(default=".", metadata={"description": "Root folder the workspace tools may read."})
+    project_id: str = field(default="default", metadata={"description": "Project the run belongs to."})
+    request_id: str = field(
+        default_factory=lambda: uuid4().hex, metadata={"description": "Id of this request (trace key)."}
+    )
+    show_tool_outputs: bool = field(
+        default=False, metadata={"description": "Include raw tool outputs in tool_result events."}
+    )
+    system_prompt: str = field(default=SYSTEM_PROMPT, metadata={"description": "The initial system prompt."})
+    tools: list[str] | None = field(
+        default=None, metadata={"description": "Names of the tools to enable (all registered when empty)."}
+    )
+    # In-process overrides for the Python API (tests, notebooks); Studio leaves them unset.
+    chat_model: Any = field(default=None, metadata={"description": "Python API only: a chat model instance."})
+    tool_registry: Any = field(default=None, metadata={"description": "Python API only: a ToolRegistry."})
+
+    def __post_init__(self) -> None:
+        if not Path(self.workspace).is_dir():
+            raise ConfigurationError(f"workspace {self.workspace!r} is not a folder")
+        if self.chat_model is not None and not isinstance(self.chat_model, BaseChatModel):
+            raise ConfigurationError("chat_model must be a LangChain BaseChatModel")
+        if self.tool_registry is not None and not isinstance(self.tool_registry, ToolRegistry):
+            raise ConfigurationError("tool_registry must be a tools.ToolRegistry")
+
+    def resolve_model(self, call_index: int = 0) -> BaseChatModel:
+        """The chat model for the ``call_index``-th model call of this run."""
+        if self.chat_model is not None:
+            return self.chat_model  # type: ignore[no-any-return]
+        return make_model(self.model, call_index=call_index)
+
+    def registry(self) -> ToolRegistry:
+        """The tools this run may call."""
+        base = self.tool_registry if self.tool_registry is not None else default_registry()
+        try:
+            return base.select(self.tools or None)  # type: ignore[no-any-return]
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from exc
+
+    def tool_context(self) -> ToolContext:
+        """What tools get to know about this run."""
+        return ToolContext(workspace=Path(self.workspace), project_id=self.project_id, request_id=self.request_id)
+
+
+@dataclass(kw_only=True)
+class TriggeredPhaseContext(RunContext):
+    """Limits and notices of the triggered-phase protocol (seed 000)."""
+
+    PROTOCOL: ClassVar[str] = "triggered_phase"
+    #: Fixed by the protocol: a tool phase executes exactly one call.
+    MAX_TOOLS_PER_TOOL_PHASE: ClassVar[int] = 1
+
+    max_phase_cycles_per_turn: int = field(
+        default=3, metadata={"description": "Tool executions allowed in one user turn."}
+    )
+    max_duplicate_attempts: int = field(
+        default=3, metadata={"description": "Refused duplicate calls tolerated before the answer is forced."}
+    )
+    budget_notice: str = field(
+        default=BUDGET_NOTICE, metadata={"description": "System message when the cycle budget is spent."}
+    )
+    duplicate_budget_notice: str = field(
+        default=DUPLICATE_BUDGET_NOTICE,
+        metadata={"description": "System message when too many duplicates forced the answer."},
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.max_phase_cycles_per_turn < 1:
+            raise ConfigurationError("max_phase_cycles_per_turn must be at least 1")
+        if self.max_duplicate_attempts < 0:
+            raise ConfigurationError("max_duplicate_attempts must not be negative")
+
+
+@dataclass(kw_only=True)
+class UnifiedContext(RunContext):
+    """The plain tool loop (``create_agent``); its call limits are fixed when the graph is built."""
+
+    PROTOCOL: ClassVar[str] = "unified"

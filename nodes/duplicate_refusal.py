@@ -1,0 +1,37 @@
+"""Refuse a call whose signature already ran this turn, without spending tool budget."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langgraph.runtime import Runtime
+
+from nodes.context import TriggeredPhaseContext
+from nodes.emit import Emitter
+from nodes.errors import PhasegraphError
+from nodes.events import DuplicateToolCall
+from nodes.prompts import DUPLICATE_REFUSAL_NOTE, format_args
+from nodes.state import TriggeredPhaseState, phase_meta
+
+
+def refuse_duplicate(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]) -> dict[str, Any]:
+    """Emit ``duplicate_tool_call`` and inject a system refusal notice; nothing is executed."""
+    context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
+    call = state["proposed"]
+    if call is None:
+        raise PhasegraphError("duplicate refusal entered without a proposed call")
+    attempts = state["duplicate_attempts"] + 1
+    details = {"name": call["name"], "args": call["args"], "signature": call["signature"]}
+    meta = phase_meta(state)
+    emitter.emit(DuplicateToolCall, attempts=attempts, limit=context.max_duplicate_attempts, **details, **meta)
+    emitter.trace("duplicate_tool_call", attempts=attempts, **details, **meta)
+    note = DUPLICATE_REFUSAL_NOTE.format(name=call["name"], args=format_args(call["args"]))
+    return {"duplicate_attempts": attempts, "notes": [*state["notes"], note], "proposed": None}
+
+
+def route_after_refusal(
+    state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]
+) -> Literal["retry", "duplicates_exceeded"]:
+    """More than ``max_duplicate_attempts`` refusals force the final answer."""
+    forced = state["duplicate_attempts"] > runtime.context.max_duplicate_attempts
+    return "duplicates_exceeded" if forced else "retry"

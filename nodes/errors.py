@@ -1,0 +1,31 @@
+"""Typed errors. Every failure a client can see maps to one of these and then to an ``error`` event."""
+
+
+class PhasegraphError(Exception):
+    """Root of every error phasegraph raises on purpose."""
+
+    kind = "internal"
+
+
+class ConfigurationError(PhasegraphError):
+    """A run was configured with something that cannot work (unknown protocol, bad model spec, ...)."""
+
+    kind = "configuration"
+
+
+class ScriptError(PhasegraphError):
+    """A scripted model's script is unreadable, malformed, or has no turn left."""
+
+    kind = "script"
+
+
+class InvalidModelOutput(PhasegraphError):
+    """The model produced something the protocol cannot interpret."""
+
+    kind = "invalid_model_output"
+
+
+class BudgetExhausted(PhasegraphError):
+    """A hard budget ran out where the protocol has no graceful way to continue."""
+
+    kind = "budget_exhausted"

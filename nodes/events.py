@@ -1,0 +1,148 @@
+"""The one event contract: everything a client (CLI, HTTP stream, notebook) can receive."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic.alias_generators import to_camel
+
+Phase = Literal["tool_phase", "action_phase", "complete"]
+
+
+class EventBase(BaseModel):
+    """Fields every event carries; phase fields are set by phase-based protocols."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    request_id: str = ""
+    project_id: str = ""
+    protocol: str = ""
+    seq: int = 0
+    ts: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    phase: Phase | None = None
+    phase_index: int | None = None
+    cycle_index: int | None = None
+
+    def to_json(self) -> str:
+        """Serialise with the wire names (``requestId``, ``phaseIndex``...)."""
+        return self.model_dump_json(by_alias=True, exclude_none=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict with the wire names."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class PhaseStart(EventBase):
+    """A phase began."""
+
+    type: Literal["phase_start"] = "phase_start"
+    final: bool = False
+
+
+class PhaseEnd(EventBase):
+    """A phase ended; action phases report how much of the model stream was read."""
+
+    type: Literal["phase_end"] = "phase_end"
+    reason: str
+    chunks_read: int | None = None
+    stream_cut: bool | None = None
+
+
+class TextChunk(EventBase):
+    """A piece of model text, streamed as it arrives."""
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ToolCall(EventBase):
+    """A tool call that is about to run."""
+
+    type: Literal["tool_call"] = "tool_call"
+    call_id: str
+    name: str
+    args: dict[str, Any]
+    signature: str
+
+
+class ToolResultEvent(EventBase):
+    """A tool call finished; ``output`` only when the client asked for tool outputs."""
+
+    type: Literal["tool_result"] = "tool_result"
+    call_id: str
+    name: str
+    status: Literal["ok", "error"]
+    duration_ms: float
+    output: str | None = None
+    error: str | None = None
+
+
+class DuplicateToolCall(EventBase):
+    """A call whose signature already ran this turn was refused."""
+
+    type: Literal["duplicate_tool_call"] = "duplicate_tool_call"
+    name: str
+    args: dict[str, Any]
+    signature: str
+    attempts: int
+    limit: int
+
+
+class IgnoredToolCall(EventBase):
+    """A tool call that was seen but deliberately not executed."""
+
+    type: Literal["ignored_tool_call"] = "ignored_tool_call"
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    reason: Literal["after_first_call", "tools_unbound", "incomplete"]
+
+
+class BudgetExhaustedEvent(EventBase):
+    """A hard budget ran out; the run goes straight to its final answer."""
+
+    type: Literal["budget_exhausted"] = "budget_exhausted"
+    budget: Literal["cycles", "duplicates", "model_calls", "tool_calls"]
+    limit: int
+    used: int
+
+
+class Final(EventBase):
+    """The turn's answer. Every successful run ends with exactly one."""
+
+    type: Literal["final"] = "final"
+    answer: str
+    fallback: bool = False
+
+
+class ErrorEvent(EventBase):
+    """The run failed; ``message`` is written for a person."""
+
+    type: Literal["error"] = "error"
+    kind: str
+    message: str
+
+
+Event = Annotated[
+    PhaseStart
+    | PhaseEnd
+    | TextChunk
+    | ToolCall
+    | ToolResultEvent
+    | DuplicateToolCall
+    | IgnoredToolCall
+    | BudgetExhaustedEvent
+    | Final
+    | ErrorEvent,
+    Field(discriminator="type"),
+]
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def parse_event(data: dict[str, Any] | str | bytes) -> Event:
+    """Parse wire JSON (or its dict) back into the event union."""
+    if isinstance(data, str | bytes):
+        return EVENT_ADAPTER.validate_json(data)
+    return EVENT_ADAPTER.validate_python(data)

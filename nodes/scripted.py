@@ -1,0 +1,211 @@
+"""A scripted streaming chat model: deterministic turns from a JSON script, streamed for real."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages.tool import tool_call_chunk
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError
+
+from nodes.errors import ScriptError
+
+#: Size of the pieces a tool call's argument JSON is split into, so consumers see partial JSON.
+ARGS_PIECE_CHARS = 6
+
+
+class ScriptToolCall(BaseModel):
+    """One tool call a scripted turn makes."""
+
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScriptTurn(BaseModel):
+    """What the model answers on one call."""
+
+    content: str = ""
+    tool_calls: list[ScriptToolCall] = Field(default_factory=list)
+
+
+class Script(BaseModel):
+    """A whole script: the turns in order and how to behave past the last one."""
+
+    turns: list[ScriptTurn] = Field(min_length=1)
+    repeat_last: bool = False
+    chunk_delay_ms: int = Field(default=0, ge=0)
+    #: "split": each call streams as a header then argument pieces (OpenAI's way);
+    #: "batched": all of a turn's calls arrive whole in one chunk (as some compatible servers do).
+    tool_call_delivery: Literal["split", "batched"] = "split"
+
+
+class StreamStats(BaseModel):
+    """What one model call streamed and how far the consumer read."""
+
+    call_index: int
+    chunks_produced: int = 0
+    first_tool_call_complete_at: int | None = None
+
+    @property
+    def chunks_after_first_complete_call(self) -> int:
+        """Chunks the consumer pulled after the one completing the first tool call."""
+        if self.first_tool_call_complete_at is None:
+            return 0
+        return max(0, self.chunks_produced - self.first_tool_call_complete_at - 1)
+
+
+def load_script(path: str | Path) -> Script:
+    """Read and validate a JSON script, with errors that name the file."""
+    try:
+        return Script.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ScriptError(f"cannot read script {path}: {exc.strerror or exc}") from exc
+    except ValidationError as exc:
+        raise ScriptError(f"script {path} is not a valid script: {exc}") from exc
+
+
+class ScriptedChatModel(BaseChatModel):
+    """Returns the script's turns in order, streaming words and tool-call JSON in pieces.
+
+    ``start_at`` lets a caller position the script from persisted run state, so each run
+    (and each resume) reads the turn it is at, never another run's position.
+    """
+
+    script: Script
+    source: str = "<inline script>"
+    start_at: int = 0
+    _position: int = PrivateAttr(default=0)
+    _stats: list[StreamStats] = PrivateAttr(default_factory=list)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Place the script at ``start_at``."""
+        self._position = self.start_at
+
+    @property
+    def _llm_type(self) -> str:
+        return "phasegraph-scripted"
+
+    @property
+    def position(self) -> int:
+        """Index of the turn the next call returns."""
+        return self._position
+
+    @property
+    def stats(self) -> list[StreamStats]:
+        """One entry per streamed call, oldest first."""
+        return list(self._stats)
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Accept tools like a real provider does; the script decides what is called."""
+        formatted = [convert_to_openai_tool(t) for t in tools]
+        return self.bind(tools=formatted, tool_choice=tool_choice, **kwargs)
+
+    def _next_turn(self) -> tuple[int, ScriptTurn]:
+        index, turns = self._position, self.script.turns
+        if index >= len(turns) and not self.script.repeat_last:
+            raise ScriptError(
+                f"script {self.source} has no turn {index + 1}: it holds {len(turns)} turn(s) "
+                "and repeat_last is false"
+            )
+        self._position += 1
+        return index, turns[min(index, len(turns) - 1)]
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        index, turn = self._next_turn()
+        message = AIMessage(
+            content=turn.content,
+            tool_calls=[
+                {"name": c.name, "args": c.args, "id": _call_id(index, i), "type": "tool_call"}
+                for i, c in enumerate(turn.tool_calls)
+            ],
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        stats, chunks = self._open_stream()
+        for chunk in chunks:
+            time.sleep(self.script.chunk_delay_ms / 1000)
+            stats.chunks_produced += 1
+            yield ChatGenerationChunk(message=chunk)
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        stats, chunks = self._open_stream()
+        for chunk in chunks:
+            if self.script.chunk_delay_ms:
+                await asyncio.sleep(self.script.chunk_delay_ms / 1000)
+            stats.chunks_produced += 1
+            yield ChatGenerationChunk(message=chunk)
+
+    def _open_stream(self) -> tuple[StreamStats, list[AIMessageChunk]]:
+        index, turn = self._next_turn()
+        chunks, first_complete = _turn_chunks(index, turn, self.script.tool_call_delivery)
+        stats = StreamStats(call_index=index, first_tool_call_complete_at=first_complete)
+        self._stats.append(stats)
+        return stats, chunks
+
+
+def _call_id(turn_index: int, call_index: int) -> str:
+    return f"call_{turn_index + 1}_{call_index + 1}"
+
+
+def _turn_chunks(
+    turn_index: int, turn: ScriptTurn, delivery: str
+) -> tuple[list[AIMessageChunk], int | None]:
+    """Split a turn into word chunks, then its tool calls, split or batched."""
+    chunks = [AIMessageChunk(content=word) for word in re.findall(r"\S+\s*|\s+", turn.content)]
+    first_complete: int | None = None
+    if delivery == "batched" and turn.tool_calls:
+        whole = [
+            tool_call_chunk(name=c.name, args=json.dumps(c.args), id=_call_id(turn_index, i), index=i)
+            for i, c in enumerate(turn.tool_calls)
+        ]
+        chunks.append(AIMessageChunk(content="", tool_call_chunks=whole))
+        first_complete = len(chunks) - 1
+        return [*chunks, AIMessageChunk(content="", chunk_position="last")], first_complete
+    for i, call in enumerate(turn.tool_calls):
+        header = tool_call_chunk(name=call.name, args="", id=_call_id(turn_index, i), index=i)
+        chunks.append(AIMessageChunk(content="", tool_call_chunks=[header]))
+        raw = json.dumps(call.args)
+        for start in range(0, len(raw), ARGS_PIECE_CHARS):
+            piece = tool_call_chunk(name=None, args=raw[start : start + ARGS_PIECE_CHARS], id=None, index=i)
+            chunks.append(AIMessageChunk(content="", tool_call_chunks=[piece]))
+        if first_complete is None:
+            first_complete = len(chunks) - 1
+    chunks.append(AIMessageChunk(content="", chunk_position="last"))
+    return chunks, first_complete

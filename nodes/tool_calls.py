@@ -1,0 +1,47 @@
+"""Run one tool call with its events and trace; shared by every protocol that executes tools."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodes.context import RunContext
+from nodes.emit import Emitter
+from nodes.events import ToolCall, ToolResultEvent
+from tools import ToolRegistry, ToolResult, ToolRunner
+
+
+async def execute_tool_call(
+    context: RunContext,
+    emitter: Emitter,
+    registry: ToolRegistry,
+    call: dict[str, Any],
+    signature: str,
+    meta: dict[str, Any] | None = None,
+) -> ToolResult:
+    """Emit ``tool_call``, run the tool, trace the raw result and emit ``tool_result``.
+
+    Args:
+        context: The run's context (workspace, project, output visibility).
+        emitter: Where events and trace entries go.
+        registry: Tools the run may call.
+        call: ``{"id", "name", "args"}`` as the model sent it.
+        signature: The call's canonical signature.
+        meta: Extra fields for the events (phase metadata).
+    """
+    meta = meta or {}
+    name, args, call_id = call["name"], call["args"], call["id"]
+    emitter.emit(ToolCall, call_id=call_id, name=name, args=args, signature=signature, **meta)
+    emitter.trace("tool_call", call_id=call_id, name=name, args=args, signature=signature, **meta)
+    result = await ToolRunner(registry, context.tool_context()).run(name, args)
+    emitter.trace("tool_result", call_id=call_id, name=name, **result.model_dump(), **meta)
+    emitter.emit(
+        ToolResultEvent,
+        call_id=call_id,
+        name=name,
+        status=result.status,
+        duration_ms=result.duration_ms,
+        output=result.output if context.show_tool_outputs else None,
+        error=result.error,
+        **meta,
+    )
+    return result

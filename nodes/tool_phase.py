@@ -1,0 +1,46 @@
+"""Tool phases: execute exactly one call, then hand its result to the next action phase."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langgraph.runtime import Runtime
+
+from nodes.context import TriggeredPhaseContext
+from nodes.emit import Emitter
+from nodes.errors import PhasegraphError
+from nodes.phases import close_phase, open_phase
+from nodes.prompts import TOOL_RESULT_NOTE, format_args
+from nodes.state import GatheredResult, TriggeredPhaseState, phase_meta
+from nodes.tool_calls import execute_tool_call
+
+
+async def run_tool_phase(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]) -> dict[str, Any]:
+    """Execute the proposed call (MAX_TOOLS_PER_TOOL_PHASE = 1) and inject its result as a note."""
+    context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
+    call = state["proposed"]
+    if call is None:  # the router only comes here with a proposal; anything else is a wiring bug
+        raise PhasegraphError("tool phase entered without a proposed call")
+    update = open_phase(emitter, state, "tool_phase")
+    current: TriggeredPhaseState = {**state, **update}  # type: ignore[typeddict-item]
+    meta = phase_meta(current)
+    result = await execute_tool_call(context, emitter, context.registry(), dict(call), call["signature"], meta)
+    text = result.as_text()
+    gathered = GatheredResult(name=call["name"], args=call["args"], status=result.status, text=text)
+    note = TOOL_RESULT_NOTE.format(name=call["name"], args=format_args(call["args"]), status=result.status, text=text)
+    update |= {
+        "notes": [*state["notes"], note],
+        "results": [*state["results"], gathered],
+        "executed": [*state["executed"], call["signature"]],
+        "cycles_used": state["cycles_used"] + 1,
+        "proposed": None,
+    }
+    return update | close_phase(emitter, current, meta, "executed" if result.status == "ok" else "tool_error")
+
+
+def route_after_tool_phase(
+    state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]
+) -> Literal["within_budget", "cycles_spent"]:
+    """Once the cycle budget is spent, the next phase answers with tools unbound."""
+    spent = state["cycles_used"] >= runtime.context.max_phase_cycles_per_turn
+    return "cycles_spent" if spent else "within_budget"

@@ -1,0 +1,69 @@
+"""Start and finish of a user turn: budgets reset, exactly one final answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.runtime import Runtime
+
+from nodes.context import TriggeredPhaseContext
+from nodes.emit import Emitter
+from nodes.errors import ConfigurationError
+from nodes.events import Final
+from nodes.prompts import FALLBACK_ANSWER_HEADER, format_args
+from nodes.state import GatheredResult, TriggeredPhaseState, cycle_index
+
+
+def start_turn(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]) -> dict[str, Any]:
+    """Check the turn has a user message, trace the tools on offer and reset per-turn counters."""
+    messages = state.get("messages") or []
+    if not messages or not isinstance(messages[-1], HumanMessage):
+        raise ConfigurationError("a turn must end with the user's message")
+    tools = [{"name": t.name, "description": t.description} for t in runtime.context.registry()]
+    Emitter(runtime.context, runtime.stream_writer).trace("tool_registration", tools=tools)
+    return {
+        "notes": [],
+        "results": [],
+        "executed": [],
+        "proposed": None,
+        "draft": "",
+        "cycles_used": 0,
+        "duplicate_attempts": 0,
+        "phase": "action_phase",
+        "phase_index": 0,
+        "phase_open": False,
+        "phase_chunks": 0,
+        "phase_cut": False,
+        "model_calls": 0,
+        "answer": "",
+        "fallback": False,
+    }
+
+
+def complete_turn(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]) -> dict[str, Any]:
+    """Emit the ``final`` event; an empty answer becomes a deterministic summary of the results."""
+    answer = (state["answer"] or state["draft"]).strip()
+    fallback = not answer
+    if fallback:
+        answer = fallback_answer(state["results"])
+    Emitter(runtime.context, runtime.stream_writer).emit(
+        Final,
+        answer=answer,
+        fallback=fallback,
+        phase="complete",
+        phase_index=state["phase_index"],
+        cycle_index=cycle_index("complete", state["cycles_used"]),
+    )
+    return {"messages": [AIMessage(answer)], "answer": answer, "fallback": fallback, "phase": "complete"}
+
+
+def fallback_answer(results: list[GatheredResult], limit: int = 600) -> str:
+    """An answer built only from gathered tool results, the same for the same results."""
+    if not results:
+        return "I could not produce an answer and no tool returned anything to report."
+    lines = [FALLBACK_ANSWER_HEADER]
+    for item in results:
+        text = item["text"] if len(item["text"]) <= limit else item["text"][:limit] + " ..."
+        lines.append(f"- {item['name']}({format_args(item['args'])}) [{item['status']}]:\n{text}")
+    return "\n".join(lines)

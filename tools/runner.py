@@ -1,0 +1,92 @@
+"""Execute one tool call and return a structured result, never an exception."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from tools.errors import ToolError
+from tools.registry import ToolRegistry
+
+#: Name of the injected argument through which tools receive the run's ToolContext.
+CONTEXT_ARG = "context"
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool may know about the run that calls it."""
+
+    workspace: Path
+    project_id: str
+    request_id: str = ""
+
+
+class ToolResult(BaseModel):
+    """Outcome of one tool call, in a shape both the model and the trace can use."""
+
+    status: Literal["ok", "error"]
+    output: str | None = None
+    error: str | None = None
+    duration_ms: float = 0.0
+
+    def as_text(self) -> str:
+        """The text the model reads: the output, or the error."""
+        return (self.output or "") if self.status == "ok" else f"ERROR: {self.error}"
+
+
+class ToolRunner:
+    """Finds a tool by name and runs it with ``{...args, context}``."""
+
+    def __init__(self, registry: ToolRegistry, context: ToolContext) -> None:
+        self.registry = registry
+        self.context = context
+
+    async def run(self, name: str, args: dict[str, Any]) -> ToolResult:
+        """Run ``name(**args)``; unknown tools, bad arguments and raising tools become errors."""
+        started = time.perf_counter()
+        try:
+            output = await self._invoke(name, args)
+        except (ToolError, ValidationError, ValueError, TypeError, OSError) as exc:
+            return ToolResult(status="error", error=_describe(exc), duration_ms=_ms(started))
+        except Exception as exc:  # a third-party tool may raise anything; the model must still read it
+            return ToolResult(
+                status="error", error=f"{type(exc).__name__}: {exc}", duration_ms=_ms(started)
+            )
+        return ToolResult(status="ok", output=output, duration_ms=_ms(started))
+
+    async def _invoke(self, name: str, args: dict[str, Any]) -> str:
+        found = self.registry.get(name)
+        if found is None:
+            raise ToolError(f"unknown tool {name!r}; available tools: {', '.join(self.registry.names())}")
+        if not isinstance(args, dict):
+            raise ToolError(f"arguments for {name!r} must be a JSON object, got {type(args).__name__}")
+        accepted = set(found.tool_call_schema.model_json_schema().get("properties", {}))
+        unexpected = sorted(set(args) - accepted)
+        if unexpected:
+            raise ToolError(f"unexpected argument(s) {unexpected} for {name!r}; accepted: {sorted(accepted)}")
+        payload = dict(args)
+        if CONTEXT_ARG in (found.args_schema.model_fields if _is_model(found.args_schema) else {}):
+            payload[CONTEXT_ARG] = self.context
+        output = await found.ainvoke(payload)
+        return output if isinstance(output, str) else str(output)
+
+
+def _is_model(schema: Any) -> bool:
+    return isinstance(schema, type) and issubclass(schema, BaseModel)
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
+        )
+        return f"invalid arguments: {problems}"
+    return str(exc) or type(exc).__name__
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)

@@ -1,0 +1,96 @@
+"""Built-in workspace tools, confined to the run's workspace root."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+from langchain_core.tools import BaseTool, InjectedToolArg, tool
+
+from tools.errors import ToolError, WorkspaceEscapeError
+from tools.runner import ToolContext
+from tools.signature import NORMALIZERS_KEY, normalize_path
+
+MAX_READ_CHARS = 20_000
+MAX_LISTED = 200
+MAX_MATCHES = 50
+
+
+
+def _path_tool(func: Callable[..., str]) -> BaseTool:
+    """Make a LangChain tool whose ``path`` argument is normalised for signatures."""
+    made = tool(func)
+    made.metadata = {NORMALIZERS_KEY: {"path": normalize_path}}
+    return made
+
+
+def resolve_in_workspace(context: ToolContext, path: str) -> Path:
+    """Resolve ``path`` under the workspace root, refusing anything that escapes it.
+
+    Symlinks are resolved first, so a link pointing outside the root is refused too.
+    """
+    root = context.workspace.resolve()
+    target = (root / path.strip()).resolve()
+    if target != root and root not in target.parents:
+        raise WorkspaceEscapeError(f"path {path!r} is outside the workspace")
+    return target
+
+
+def _relative(context: ToolContext, target: Path) -> str:
+    return target.relative_to(context.workspace.resolve()).as_posix() or "."
+
+
+@_path_tool
+def list_files(path: str = ".", context: Annotated[ToolContext, InjectedToolArg] = None) -> str:  # type: ignore[assignment]
+    """List the files and folders directly inside a workspace folder (folders end with '/')."""
+    folder = resolve_in_workspace(context, path)
+    if not folder.is_dir():
+        raise ToolError(f"{path!r} is not a folder in the workspace")
+    entries = sorted(folder.iterdir(), key=lambda p: (not p.is_dir(), p.name))
+    lines = [_relative(context, e) + ("/" if e.is_dir() else "") for e in entries[:MAX_LISTED]]
+    if len(entries) > MAX_LISTED:
+        lines.append(f"... {len(entries) - MAX_LISTED} more")
+    return "\n".join(lines) if lines else f"{path!r} is empty"
+
+
+@_path_tool
+def read_file(path: str, context: Annotated[ToolContext, InjectedToolArg] = None) -> str:  # type: ignore[assignment]
+    """Read a UTF-8 text file from the workspace."""
+    target = resolve_in_workspace(context, path)
+    if not target.is_file():
+        raise ToolError(f"{path!r} is not a file in the workspace")
+    text = target.read_text(encoding="utf-8", errors="replace")
+    if len(text) > MAX_READ_CHARS:
+        return text[:MAX_READ_CHARS] + f"\n... truncated ({len(text)} characters in all)"
+    return text
+
+
+@_path_tool
+def search_files(
+    query: str,
+    path: str = ".",
+    context: Annotated[ToolContext, InjectedToolArg] = None,  # type: ignore[assignment]
+) -> str:
+    """Find lines containing ``query`` (case-insensitive) in the text files under a workspace folder."""
+    if not query.strip():
+        raise ToolError("query must not be empty")
+    folder = resolve_in_workspace(context, path)
+    if not folder.is_dir():
+        raise ToolError(f"{path!r} is not a folder in the workspace")
+    needle = query.strip().lower()
+    matches: list[str] = []
+    root = context.workspace.resolve()
+    for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+        if root not in file.resolve().parents:
+            continue  # a symlink leading out of the workspace is never read
+        lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
+        for number, line in enumerate(lines, start=1):
+            if needle in line.lower():
+                matches.append(f"{_relative(context, file)}:{number}: {line.strip()}")
+                if len(matches) >= MAX_MATCHES:
+                    return "\n".join([*matches, f"... stopped after {MAX_MATCHES} matches"])
+    return "\n".join(matches) if matches else f"no matches for {query!r}"
+
+
+WORKSPACE_TOOLS = [list_files, read_file, search_files]

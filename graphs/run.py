@@ -58,8 +58,8 @@ class _Stamper:
         }
         return event.model_copy(update=envelope)
 
-    def make(self, kind: type[E], **fields: Any) -> E:
-        return self.stamp(kind(**fields))
+    def make(self, event_type: type[E], **fields: Any) -> E:
+        return self.stamp(event_type(**fields))
 
 
 async def stream_graph(
@@ -107,7 +107,9 @@ async def stream_graph(
     except Exception as exc:  # any other failure still reaches the client as an error event
         yield stamper.make(ErrorEvent, kind="internal", message=f"{type(exc).__name__}: {exc}")
         return
-    if not saw_final and (answer := _last_answer(last_values)) is not None:
+    if saw_final or await _is_paused(graph, config):
+        return
+    if (answer := _last_answer(last_values)) is not None:
         yield stamper.make(Final, answer=answer)
 
 
@@ -143,6 +145,14 @@ async def run(protocol: str, message: str, **kwargs: Any) -> RunResult:
     if result.events:
         result.trace = traces.get(result.events[0].request_id)
     return result
+
+
+async def _is_paused(graph: CompiledStateGraph, config: dict[str, Any] | None) -> bool:
+    """True when a checkpointed run stopped at a breakpoint with nodes still to run."""
+    if graph.checkpointer is None or not config:
+        return False
+    snapshot = await graph.aget_state(config)
+    return bool(snapshot.next)
 
 
 def _token_text(chunk: Any) -> str:

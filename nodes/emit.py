@@ -25,9 +25,9 @@ class Emitter:
         self.context = context
         self.writer = writer or get_stream_writer()
 
-    def emit(self, kind: type[E], **fields: Any) -> E:
-        """Build an event of ``kind`` for this run and write it."""
-        event = kind(
+    def emit(self, event_type: type[E], **fields: Any) -> E:
+        """Build an event of ``event_type`` for this run and write it."""
+        event = event_type(
             request_id=self.context.request_id,
             project_id=self.context.project_id,
             protocol=self.context.PROTOCOL,

@@ -1,0 +1,91 @@
+"""The ``phasegraph`` command: run a protocol, list protocols, draw a graph."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from graphs.registry import PROTOCOLS, get_protocol
+from graphs.run import stream_run
+from nodes.errors import ConfigurationError
+from nodes.events import ErrorEvent, Event, Final
+from nodes.models import DEMO_MODEL, DEMO_WORKSPACE
+from server.render import EventRenderer
+
+app = typer.Typer(help="Orchestration protocols for tool-using LLM agents.", no_args_is_help=True)
+
+
+@app.command("run")
+def run_command(
+    protocol: Annotated[str, typer.Argument(help="Protocol id (see `phasegraph protocols`).")],
+    message: Annotated[str, typer.Argument(help="The user's message.")],
+    model: Annotated[str | None, typer.Option(help="Model spec: openai:<model> or scripted:<path>.")] = None,
+    workspace: Annotated[str | None, typer.Option(help="Folder the workspace tools may read.")] = None,
+    project: Annotated[str, typer.Option(help="Project id.")] = "default",
+    show_tool_outputs: Annotated[bool, typer.Option(help="Include raw tool outputs.")] = False,
+    json_lines: Annotated[bool, typer.Option("--json", help="One event per line, as JSON.")] = False,
+) -> None:
+    """Run one user turn and stream its events; exit 0 on a final answer, 1 after an error."""
+    out, notes = Console(), Console(stderr=True, soft_wrap=True)
+    if protocol not in PROTOCOLS:
+        notes.print(f"[red]error: unknown protocol {protocol!r}; known protocols: {', '.join(PROTOCOLS)}[/]")
+        raise typer.Exit(2)
+    if model is None:
+        model = DEMO_MODEL
+        workspace = workspace or str(DEMO_WORKSPACE)
+        notes.print(f"No --model given: running offline on the bundled demo script in {workspace}.")
+    fields = {
+        "model": model,
+        "workspace": workspace or ".",
+        "project_id": project,
+        "show_tool_outputs": show_tool_outputs,
+    }
+    render: Callable[[Event], None] = _print_json if json_lines else EventRenderer(out)
+    try:
+        finished = asyncio.run(_stream(protocol, message, fields, render))
+    except ConfigurationError as exc:
+        if json_lines:
+            print(ErrorEvent(kind=exc.kind, message=str(exc), project_id=project).to_json())
+        notes.print(f"[red]error: {exc}[/]")
+        raise typer.Exit(2) from None
+    raise typer.Exit(0 if finished else 1)
+
+
+@app.command("protocols")
+def protocols_command() -> None:
+    """List the registered protocols."""
+    console = Console()
+    for spec in PROTOCOLS.values():
+        console.print(f"[bold]{spec.id}[/] (seed {spec.seed}): {spec.summary}", highlight=False)
+
+
+@app.command("graph")
+def graph_command(protocol: Annotated[str, typer.Argument(help="Protocol id.")]) -> None:
+    """Print the protocol's graph as mermaid."""
+    try:
+        spec = get_protocol(protocol)
+    except ConfigurationError as exc:
+        Console(stderr=True).print(f"[red]error: {exc}[/]")
+        raise typer.Exit(2) from None
+    print(spec.compile().get_graph().draw_mermaid())
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+async def _stream(protocol: str, message: str, fields: dict[str, Any], render: Callable[[Event], None]) -> bool:
+    finished = False
+    async for event in stream_run(protocol, message, **fields):
+        render(event)
+        finished = finished or isinstance(event, Final)
+    return finished
+
+
+def _print_json(event: Event) -> None:
+    print(event.to_json(), flush=True)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Checkpointer
+from langgraph.types import Checkpointer, StreamMode
 
 from graphs.registry import ProtocolSpec, get_protocol
 from nodes.context import RunContext
@@ -64,10 +65,10 @@ class _Stamper:
 
 async def stream_graph(
     spec: ProtocolSpec,
-    graph: CompiledStateGraph,
+    graph: CompiledStateGraph[Any, Any, Any, Any],
     graph_input: Any,
     context: RunContext,
-    config: dict[str, Any] | None = None,
+    config: RunnableConfig | None = None,
     *,
     traces: TraceStore | None = None,
     seq_start: int = 0,
@@ -85,7 +86,7 @@ async def stream_graph(
     """
     store = traces or DEFAULT_TRACES
     stamper = _Stamper(context, spec.id, seq_start)
-    modes = ["custom", "values"] if spec.streams_text else ["custom", "values", "messages"]
+    modes: list[StreamMode] = ["custom", "values"] if spec.streams_text else ["custom", "values", "messages"]
     saw_final, last_values = False, None
     try:
         async for mode, chunk in graph.astream(graph_input, config, context=context, stream_mode=modes):
@@ -95,10 +96,10 @@ async def stream_graph(
                 text = _token_text(chunk)
                 if text:
                     yield stamper.make(TextChunk, text=text)
-            elif TRACE_KEY in chunk:
-                store.append(TraceEntry.model_validate(chunk[TRACE_KEY]))
-            elif EVENT_KEY in chunk:
-                event = stamper.stamp(parse_event(chunk[EVENT_KEY]))
+            elif TRACE_KEY in (custom := cast(dict[str, Any], chunk)):
+                store.append(TraceEntry.model_validate(custom[TRACE_KEY]))
+            elif EVENT_KEY in custom:
+                event = stamper.stamp(parse_event(custom[EVENT_KEY]))
                 saw_final = saw_final or isinstance(event, Final)
                 yield event
     except PhasegraphError as exc:
@@ -129,7 +130,7 @@ async def stream_run(
     """
     spec = get_protocol(protocol)
     run_context = context or spec.make_context(**context_fields)
-    config = {"configurable": {"thread_id": thread_id or run_context.request_id}}
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id or run_context.request_id}}
     graph = spec.compile(checkpointer)
     inputs = {"messages": [HumanMessage(message)]}
     async for event in stream_graph(spec, graph, inputs, run_context, config, traces=traces):
@@ -147,7 +148,7 @@ async def run(protocol: str, message: str, **kwargs: Any) -> RunResult:
     return result
 
 
-async def _is_paused(graph: CompiledStateGraph, config: dict[str, Any] | None) -> bool:
+async def _is_paused(graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig | None) -> bool:
     """True when a checkpointed run stopped at a breakpoint with nodes still to run."""
     if graph.checkpointer is None or not config:
         return False

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
@@ -17,7 +19,9 @@ NAME = "triggered_phase"
 Context = TriggeredPhaseContext
 
 
-def build_graph() -> StateGraph:
+def build_graph() -> StateGraph[
+    TriggeredPhaseState, TriggeredPhaseContext, TriggeredPhaseInput, TriggeredPhaseOutput
+]:
     """Wire the phases; every budget decision is a conditional edge."""
     builder = StateGraph(
         TriggeredPhaseState,
@@ -42,14 +46,16 @@ def build_graph() -> StateGraph:
         "tool_phase", route_after_tool_phase, {"within_budget": "action_phase", "cycles_spent": "final_phase"}
     )
     builder.add_conditional_edges(
-        "refuse_duplicate", route_after_refusal, {"retry": "action_phase", "duplicates_exceeded": "final_phase"}
+        "refuse_duplicate",
+        route_after_refusal,
+        {"retry": "action_phase", "duplicates_exceeded": "final_phase"},
     )
     builder.add_edge("final_phase", "complete_turn")
     builder.add_edge("complete_turn", END)
     return builder
 
 
-def compile_graph(checkpointer: Checkpointer = None) -> CompiledStateGraph:
+def compile_graph(checkpointer: Checkpointer = None) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile with an optional checkpointer (the server and tests pass one)."""
     return build_graph().compile(checkpointer=checkpointer, name=NAME)
 

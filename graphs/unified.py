@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from langchain.agents import create_agent
-from langchain.agents.middleware import ModelCallLimitMiddleware, ToolCallLimitMiddleware
+from langchain.agents.middleware import AgentMiddleware, ModelCallLimitMiddleware, ToolCallLimitMiddleware
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
@@ -27,14 +29,15 @@ def compile_graph(
     tool_call_limit: int = TOOL_CALL_LIMIT,
 ) -> CompiledStateGraph:
     """Build the agent; the model and tools of each run come from its Context via middleware."""
+    middleware: list[AgentMiddleware[Any, Any]] = [
+        RunContextMiddleware(),
+        ModelCallLimitMiddleware(run_limit=model_call_limit, exit_behavior="end"),
+        ToolCallLimitMiddleware(run_limit=tool_call_limit, exit_behavior="continue"),
+    ]
     return create_agent(
         model=make_model(DEMO_MODEL),  # replaced per run by RunContextMiddleware
         tools=list(default_registry()),
-        middleware=[
-            RunContextMiddleware(),
-            ModelCallLimitMiddleware(run_limit=model_call_limit, exit_behavior="end"),
-            ToolCallLimitMiddleware(run_limit=tool_call_limit, exit_behavior="continue"),
-        ],
+        middleware=middleware,
         context_schema=UnifiedContext,
         checkpointer=checkpointer,
         name=NAME,

@@ -10,18 +10,20 @@ from nodes.context import TriggeredPhaseContext
 from nodes.emit import Emitter
 from nodes.events import BudgetExhaustedEvent, TextChunk
 from nodes.phases import build_prompt, close_phase, open_phase, report_ignored
-from nodes.state import ProposedCall, TriggeredPhaseState, phase_meta
+from nodes.state import ProposedCall, TriggeredPhaseState, merged, phase_meta
 from nodes.streaming import StreamOutcome, stream_until_first_call
 
 
-async def run_action_phase(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]) -> dict[str, Any]:
+async def run_action_phase(
+    state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]
+) -> dict[str, Any]:
     """Stream the model with tools bound and keep only its first complete tool call.
 
     A refused duplicate leaves the phase open, so the next pass continues the same phase.
     """
     context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
     update = {} if state["phase_open"] else open_phase(emitter, state, "action_phase")
-    current: TriggeredPhaseState = {**state, **update}  # type: ignore[typeddict-item]
+    current = merged(state, update)
     registry = context.registry()
     model = context.resolve_model(state["model_calls"]).bind_tools(list(registry))
     outcome = await _stream(emitter, current, model)
@@ -30,14 +32,18 @@ async def run_action_phase(state: TriggeredPhaseState, runtime: Runtime[Triggere
     if call is not None:
         signature = registry.signature(call["name"], call["args"], context.project_id)
         duplicate = signature in state["executed"]
-        update["proposed"] = ProposedCall(**call, signature=signature, duplicate=duplicate)
+        update["proposed"] = ProposedCall(
+            id=call["id"], name=call["name"], args=call["args"], signature=signature, duplicate=duplicate
+        )
         if duplicate:
             return {**update, "phase_open": True}
     reason = "tool_call" if call is not None else "answered"
     return update | close_phase(emitter, {**current, **update}, phase_meta(current), reason)  # type: ignore[typeddict-item]
 
 
-async def run_final_phase(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]) -> dict[str, Any]:
+async def run_final_phase(
+    state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]
+) -> dict[str, Any]:
     """A budget ran out: say so, then let the model answer with tools unbound."""
     context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
     update: dict[str, Any] = {}
@@ -53,10 +59,10 @@ async def run_final_phase(state: TriggeredPhaseState, runtime: Runtime[Triggered
     )
     notice = context.duplicate_budget_notice if by_duplicates else context.budget_notice
     update |= open_phase(emitter, state, "action_phase", final=True) | {"notes": [*state["notes"], notice]}
-    current: TriggeredPhaseState = {**state, **update}  # type: ignore[typeddict-item]
+    current = merged(state, update)
     outcome = await _stream(emitter, current, context.resolve_model(state["model_calls"]), take_calls=False)
     update |= _tally(current, outcome) | {"answer": outcome.text.strip()}
-    return update | close_phase(emitter, {**current, **update}, phase_meta(current), "final")  # type: ignore[typeddict-item]
+    return update | close_phase(emitter, merged(current, update), phase_meta(current), "final")
 
 
 def route_after_action_phase(state: TriggeredPhaseState) -> Literal["new_call", "duplicate", "answered"]:
@@ -67,7 +73,9 @@ def route_after_action_phase(state: TriggeredPhaseState) -> Literal["new_call", 
     return "duplicate" if proposed["duplicate"] else "new_call"
 
 
-async def _stream(emitter: Emitter, state: TriggeredPhaseState, model: Any, *, take_calls: bool = True) -> StreamOutcome:
+async def _stream(
+    emitter: Emitter, state: TriggeredPhaseState, model: Any, *, take_calls: bool = True
+) -> StreamOutcome:
     meta = phase_meta(state)
     prompt = build_prompt(emitter.context, state["notes"], state["messages"])
     outcome = await stream_until_first_call(

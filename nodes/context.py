@@ -23,7 +23,9 @@ class RunContext:
 
     model: str = field(
         default=DEMO_MODEL,
-        metadata={"description": "Model spec: 'openai:<model>' or 'scripted:<path>' ('scripted:demo' is offline)."},
+        metadata={
+            "description": "Model spec: 'openai:<model>' or 'scripted:<path>' ('scripted:demo' is offline)."
+        },
     )
     workspace: str = field(default=".", metadata={"description": "Root folder the workspace tools may read."})
     project_id: str = field(default="default", metadata={"description": "Project the run belongs to."})
@@ -46,26 +48,30 @@ class RunContext:
             raise ConfigurationError(f"workspace {self.workspace!r} is not a folder")
         if self.chat_model is not None and not isinstance(self.chat_model, BaseChatModel):
             raise ConfigurationError("chat_model must be a LangChain BaseChatModel")
+        if self.chat_model is None:
+            make_model(self.model)  # fail now, before the run starts, on a bad spec or script
         if self.tool_registry is not None and not isinstance(self.tool_registry, ToolRegistry):
             raise ConfigurationError("tool_registry must be a tools.ToolRegistry")
 
     def resolve_model(self, call_index: int = 0) -> BaseChatModel:
         """The chat model for the ``call_index``-th model call of this run."""
         if self.chat_model is not None:
-            return self.chat_model  # type: ignore[no-any-return]
+            return self.chat_model
         return make_model(self.model, call_index=call_index)
 
     def registry(self) -> ToolRegistry:
         """The tools this run may call."""
         base = self.tool_registry if self.tool_registry is not None else default_registry()
         try:
-            return base.select(self.tools or None)  # type: ignore[no-any-return]
+            return base.select(self.tools or None)
         except ValueError as exc:
             raise ConfigurationError(str(exc)) from exc
 
     def tool_context(self) -> ToolContext:
         """What tools get to know about this run."""
-        return ToolContext(workspace=Path(self.workspace), project_id=self.project_id, request_id=self.request_id)
+        return ToolContext(
+            workspace=Path(self.workspace), project_id=self.project_id, request_id=self.request_id
+        )
 
 
 @dataclass(kw_only=True)

@@ -23,7 +23,9 @@ def refuse_duplicate(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhase
     attempts = state["duplicate_attempts"] + 1
     details = {"name": call["name"], "args": call["args"], "signature": call["signature"]}
     meta = phase_meta(state)
-    emitter.emit(DuplicateToolCall, attempts=attempts, limit=context.max_duplicate_attempts, **details, **meta)
+    emitter.emit(
+        DuplicateToolCall, attempts=attempts, limit=context.max_duplicate_attempts, **details, **meta
+    )
     emitter.trace("duplicate_tool_call", attempts=attempts, **details, **meta)
     note = DUPLICATE_REFUSAL_NOTE.format(name=call["name"], args=format_args(call["args"]))
     return {"duplicate_attempts": attempts, "notes": [*state["notes"], note], "proposed": None}

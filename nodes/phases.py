@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, SystemMessage
@@ -9,7 +10,7 @@ from langchain_core.messages import BaseMessage, SystemMessage
 from nodes.context import RunContext
 from nodes.emit import Emitter
 from nodes.events import IgnoredToolCall, Phase, PhaseEnd, PhaseStart
-from nodes.state import TriggeredPhaseState, phase_meta
+from nodes.state import TriggeredPhaseState, merged, phase_meta
 from nodes.streaming import StreamOutcome
 
 
@@ -24,13 +25,15 @@ def open_phase(
         "phase_chunks": 0,
         "phase_cut": False,
     }
-    meta = phase_meta({**state, **update})  # type: ignore[typeddict-item]
+    meta = phase_meta(merged(state, update))
     emitter.emit(PhaseStart, final=final, **meta)
     emitter.trace("orchestration_phase_start", final=final, **meta)
     return update
 
 
-def close_phase(emitter: Emitter, state: TriggeredPhaseState, meta: dict[str, Any], reason: str) -> dict[str, Any]:
+def close_phase(
+    emitter: Emitter, state: TriggeredPhaseState, meta: dict[str, Any], reason: str
+) -> dict[str, Any]:
     """End the current phase with ``reason``; action phases report how much stream they read."""
     stream: dict[str, Any] = {}
     if meta["phase"] == "action_phase":
@@ -40,7 +43,7 @@ def close_phase(emitter: Emitter, state: TriggeredPhaseState, meta: dict[str, An
     return {"phase_open": False}
 
 
-def build_prompt(context: RunContext, notes: list[str], messages: list[BaseMessage]) -> list[BaseMessage]:
+def build_prompt(context: RunContext, notes: list[str], messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """Initial system prompt, then injected notes as system messages, then the conversation."""
     return [SystemMessage(context.system_prompt), *(SystemMessage(n) for n in notes), *messages]
 

@@ -88,6 +88,7 @@ class ScriptedChatModel(BaseChatModel):
     start_at: int = 0
     _position: int = PrivateAttr(default=0)
     _stats: list[StreamStats] = PrivateAttr(default_factory=list)
+    _prompts: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
 
     def model_post_init(self, context: Any, /) -> None:
         """Place the script at ``start_at``."""
@@ -107,6 +108,16 @@ class ScriptedChatModel(BaseChatModel):
         """One entry per streamed call, oldest first."""
         return list(self._stats)
 
+    @property
+    def prompts(self) -> list[list[BaseMessage]]:
+        """The messages each call received, oldest first (to check what a protocol sends)."""
+        return [list(p) for p in self._prompts]
+
+    @property
+    def exhausted(self) -> bool:
+        """True once every turn of the script has been returned at least once."""
+        return self._position >= len(self.script.turns)
+
     def bind_tools(
         self,
         tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
@@ -118,7 +129,7 @@ class ScriptedChatModel(BaseChatModel):
         formatted = [convert_to_openai_tool(t) for t in tools]
         return self.bind(tools=formatted, tool_choice=tool_choice, **kwargs)
 
-    def _next_turn(self) -> tuple[int, ScriptTurn]:
+    def _next_turn(self, messages: list[BaseMessage]) -> tuple[int, ScriptTurn]:
         index, turns = self._position, self.script.turns
         if index >= len(turns) and not self.script.repeat_last:
             raise ScriptError(
@@ -126,6 +137,7 @@ class ScriptedChatModel(BaseChatModel):
                 "and repeat_last is false"
             )
         self._position += 1
+        self._prompts.append(list(messages))
         return index, turns[min(index, len(turns) - 1)]
 
     def _generate(
@@ -135,7 +147,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        index, turn = self._next_turn()
+        index, turn = self._next_turn(messages)
         message = AIMessage(
             content=turn.content,
             tool_calls=[
@@ -152,7 +164,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        stats, chunks = self._open_stream()
+        stats, chunks = self._open_stream(messages)
         for chunk in chunks:
             time.sleep(self.script.chunk_delay_ms / 1000)
             stats.chunks_produced += 1
@@ -165,15 +177,15 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        stats, chunks = self._open_stream()
+        stats, chunks = self._open_stream(messages)
         for chunk in chunks:
             if self.script.chunk_delay_ms:
                 await asyncio.sleep(self.script.chunk_delay_ms / 1000)
             stats.chunks_produced += 1
             yield ChatGenerationChunk(message=chunk)
 
-    def _open_stream(self) -> tuple[StreamStats, list[AIMessageChunk]]:
-        index, turn = self._next_turn()
+    def _open_stream(self, messages: list[BaseMessage]) -> tuple[StreamStats, list[AIMessageChunk]]:
+        index, turn = self._next_turn(messages)
         chunks, first_complete = _turn_chunks(index, turn, self.script.tool_call_delivery)
         stats = StreamStats(call_index=index, first_tool_call_complete_at=first_complete)
         self._stats.append(stats)
@@ -184,9 +196,7 @@ def _call_id(turn_index: int, call_index: int) -> str:
     return f"call_{turn_index + 1}_{call_index + 1}"
 
 
-def _turn_chunks(
-    turn_index: int, turn: ScriptTurn, delivery: str
-) -> tuple[list[AIMessageChunk], int | None]:
+def _turn_chunks(turn_index: int, turn: ScriptTurn, delivery: str) -> tuple[list[AIMessageChunk], int | None]:
     """Split a turn into word chunks, then its tool calls, split or batched."""
     chunks = [AIMessageChunk(content=word) for word in re.findall(r"\S+\s*|\s+", turn.content)]
     first_complete: int | None = None

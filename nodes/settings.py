@@ -13,9 +13,12 @@ class ProviderSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="", extra="ignore")
 
-    openai_api_key: SecretStr | None = Field(default=None, description="API key (any value for local servers).")
+    openai_api_key: SecretStr | None = Field(
+        default=None, description="API key (any value for local servers)."
+    )
     openai_base_url: str | None = Field(
-        default=None, description="Base URL of an OpenAI-compatible server (vLLM, Ollama, llama.cpp, DeepSeek)."
+        default=None,
+        description="Base URL of an OpenAI-compatible server (vLLM, Ollama, llama.cpp, DeepSeek).",
     )
 
 

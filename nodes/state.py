@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, TypedDict, cast
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
@@ -61,6 +61,11 @@ class TriggeredPhaseState(TypedDict):
     model_calls: int  # model calls this run, positions a scripted model
     answer: str  # the turn's final answer
     fallback: bool  # the answer was built from tool results, not by the model
+
+
+def merged(state: TriggeredPhaseState, update: dict[str, Any]) -> TriggeredPhaseState:
+    """The state as it will be once ``update`` is applied (every field here is last-write-wins)."""
+    return cast(TriggeredPhaseState, {**state, **update})
 
 
 def cycle_index(phase: Phase, cycles_used: int) -> int:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessageChunk, BaseMessage
@@ -51,7 +51,7 @@ class StreamOutcome:
 async def stream_until_first_call(
     model: Runnable[LanguageModelInput, Any],
     messages: Sequence[BaseMessage],
-    on_text: Callable[[str], None],
+    on_text: Callable[[str], object],
     *,
     take_calls: bool = True,
 ) -> StreamOutcome:
@@ -66,7 +66,8 @@ async def stream_until_first_call(
     """
     outcome = StreamOutcome()
     calls: dict[int, PartialCall] = {}
-    async with aclosing(model.astream(list(messages))) as stream:
+    stream = cast(AsyncGenerator[Any, None], model.astream(list(messages)))
+    async with aclosing(stream):
         async for chunk in stream:
             outcome.chunks_read += 1
             _absorb(chunk, calls, outcome, on_text)
@@ -88,7 +89,10 @@ async def stream_until_first_call(
 
 
 def _absorb(
-    chunk: AIMessageChunk, calls: dict[int, PartialCall], outcome: StreamOutcome, on_text: Callable[[str], None]
+    chunk: AIMessageChunk,
+    calls: dict[int, PartialCall],
+    outcome: StreamOutcome,
+    on_text: Callable[[str], object],
 ) -> None:
     if chunk.text:
         outcome.text += chunk.text

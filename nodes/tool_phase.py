@@ -11,23 +11,29 @@ from nodes.emit import Emitter
 from nodes.errors import PhasegraphError
 from nodes.phases import close_phase, open_phase
 from nodes.prompts import TOOL_RESULT_NOTE, format_args
-from nodes.state import GatheredResult, TriggeredPhaseState, phase_meta
+from nodes.state import GatheredResult, TriggeredPhaseState, merged, phase_meta
 from nodes.tool_calls import execute_tool_call
 
 
-async def run_tool_phase(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]) -> dict[str, Any]:
+async def run_tool_phase(
+    state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]
+) -> dict[str, Any]:
     """Execute the proposed call (MAX_TOOLS_PER_TOOL_PHASE = 1) and inject its result as a note."""
     context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
     call = state["proposed"]
     if call is None:  # the router only comes here with a proposal; anything else is a wiring bug
         raise PhasegraphError("tool phase entered without a proposed call")
     update = open_phase(emitter, state, "tool_phase")
-    current: TriggeredPhaseState = {**state, **update}  # type: ignore[typeddict-item]
+    current = merged(state, update)
     meta = phase_meta(current)
-    result = await execute_tool_call(context, emitter, context.registry(), dict(call), call["signature"], meta)
+    result = await execute_tool_call(
+        context, emitter, context.registry(), dict(call), call["signature"], meta
+    )
     text = result.as_text()
     gathered = GatheredResult(name=call["name"], args=call["args"], status=result.status, text=text)
-    note = TOOL_RESULT_NOTE.format(name=call["name"], args=format_args(call["args"]), status=result.status, text=text)
+    note = TOOL_RESULT_NOTE.format(
+        name=call["name"], args=format_args(call["args"]), status=result.status, text=text
+    )
     update |= {
         "notes": [*state["notes"], note],
         "results": [*state["results"], gathered],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ToolCallRequest
@@ -40,7 +40,7 @@ class RunContextMiddleware(AgentMiddleware[Any, RunContext]):
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         """Execute the call with the run's ToolRunner; errors come back as readable tool messages."""
-        context: RunContext = request.runtime.context
+        context = cast(RunContext, request.runtime.context)
         registry = context.registry()
         call = request.tool_call
         signature = registry.signature(call["name"], call["args"], context.project_id)
@@ -48,7 +48,9 @@ class RunContextMiddleware(AgentMiddleware[Any, RunContext]):
         payload = {"id": call["id"] or "", "name": call["name"], "args": call["args"]}
         result = await execute_tool_call(context, emitter, registry, payload, signature)
         return ToolMessage(
-            content=result.as_text(), tool_call_id=call["id"], name=call["name"],
+            content=result.as_text(),
+            tool_call_id=call["id"],
+            name=call["name"],
             status="success" if result.status == "ok" else "error",
         )
 

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from graphs.registry import PROTOCOLS, get_protocol
 from graphs.run import stream_run
-from nodes.errors import ConfigurationError
+from nodes.errors import ConfigurationError, PhasegraphError
 from nodes.events import ErrorEvent, Event, Final
 from nodes.models import DEMO_MODEL, DEMO_WORKSPACE
 from server.render import EventRenderer
@@ -47,7 +47,7 @@ def run_command(
     render: Callable[[Event], None] = _print_json if json_lines else EventRenderer(out)
     try:
         finished = asyncio.run(_stream(protocol, message, fields, render))
-    except ConfigurationError as exc:
+    except PhasegraphError as exc:  # raised before the run started: bad spec, script or workspace
         if json_lines:
             print(ErrorEvent(kind=exc.kind, message=str(exc), project_id=project).to_json())
         notes.print(f"[red]error: {exc}[/]")
@@ -79,7 +79,9 @@ def main() -> None:
     app()
 
 
-async def _stream(protocol: str, message: str, fields: dict[str, Any], render: Callable[[Event], None]) -> bool:
+async def _stream(
+    protocol: str, message: str, fields: dict[str, Any], render: Callable[[Event], None]
+) -> bool:
     finished = False
     async for event in stream_run(protocol, message, **fields):
         render(event)

@@ -61,8 +61,10 @@ class EventRenderer:
                 output = f"\n[dim]{event.output}[/]" if event.output else ""
                 return f"  {mark} {event.name} in {event.duration_ms:.1f} ms{output}"
             case DuplicateToolCall():
-                return f"  [yellow]⟲ refused duplicate {event.name}({_args(event.args)}) "\
+                return (
+                    f"  [yellow]⟲ refused duplicate {event.name}({_args(event.args)}) "
                     f"[{event.attempts}/{event.limit}][/]"
+                )
             case IgnoredToolCall():
                 return f"  [dim]· ignored {event.name or '?'}({_args(event.args)}): {event.reason}[/]"
             case BudgetExhaustedEvent():

@@ -6,6 +6,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from langchain_core.tools import BaseTool
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
 
 from tools.signature import NORMALIZERS_KEY, ArgNormalizer, canonical_signature
 
@@ -50,8 +52,23 @@ class ToolRegistry:
         return meta.get(NORMALIZERS_KEY, {})
 
     def signature(self, name: str, args: Mapping[str, Any], project_id: str) -> str:
-        """Canonical signature of a call, using the tool's own normalisers."""
-        return canonical_signature(name, args, project_id, self.normalizers(name))
+        """Canonical signature of a call, using the tool's own normalisers.
+
+        Omitted arguments count with their defaults, so ``list_files()`` equals
+        ``list_files(path=".")``.
+        """
+        return canonical_signature(name, {**self._defaults(name), **args}, project_id, self.normalizers(name))
+
+    def _defaults(self, name: str) -> dict[str, Any]:
+        found = self._tools.get(name)
+        schema = found.tool_call_schema if found is not None else None
+        if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+            return {}
+        return {
+            key: field.default
+            for key, field in schema.model_fields.items()
+            if not field.is_required() and field.default is not PydanticUndefined
+        }
 
     def __iter__(self) -> Iterator[BaseTool]:
         return iter(self._tools.values())

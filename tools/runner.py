@@ -53,9 +53,7 @@ class ToolRunner:
         except (ToolError, ValidationError, ValueError, TypeError, OSError) as exc:
             return ToolResult(status="error", error=_describe(exc), duration_ms=_ms(started))
         except Exception as exc:  # a third-party tool may raise anything; the model must still read it
-            return ToolResult(
-                status="error", error=f"{type(exc).__name__}: {exc}", duration_ms=_ms(started)
-            )
+            return ToolResult(status="error", error=f"{type(exc).__name__}: {exc}", duration_ms=_ms(started))
         return ToolResult(status="ok", output=output, duration_ms=_ms(started))
 
     async def _invoke(self, name: str, args: dict[str, Any]) -> str:
@@ -64,19 +62,24 @@ class ToolRunner:
             raise ToolError(f"unknown tool {name!r}; available tools: {', '.join(self.registry.names())}")
         if not isinstance(args, dict):
             raise ToolError(f"arguments for {name!r} must be a JSON object, got {type(args).__name__}")
-        accepted = set(found.tool_call_schema.model_json_schema().get("properties", {}))
+        accepted = _fields(found.tool_call_schema)
         unexpected = sorted(set(args) - accepted)
         if unexpected:
             raise ToolError(f"unexpected argument(s) {unexpected} for {name!r}; accepted: {sorted(accepted)}")
         payload = dict(args)
-        if CONTEXT_ARG in (found.args_schema.model_fields if _is_model(found.args_schema) else {}):
+        if CONTEXT_ARG in _fields(found.args_schema):
             payload[CONTEXT_ARG] = self.context
         output = await found.ainvoke(payload)
         return output if isinstance(output, str) else str(output)
 
 
-def _is_model(schema: Any) -> bool:
-    return isinstance(schema, type) and issubclass(schema, BaseModel)
+def _fields(schema: Any) -> set[str]:
+    """Argument names of a tool schema: a pydantic model or a JSON schema dict."""
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        return set(schema.model_fields)
+    if isinstance(schema, dict):
+        return set(schema.get("properties", {}))
+    return set()
 
 
 def _describe(exc: Exception) -> str:

@@ -56,10 +56,7 @@ def canonical_signature(
         A readable string that is equal for calls that mean the same thing.
     """
     normalizers = normalizers or {}
-    cleaned = {
-        key: normalizers[key](value) if key in normalizers else value
-        for key, value in args.items()
-    }
+    cleaned = {key: normalizers[key](value) if key in normalizers else value for key, value in args.items()}
     canonical = normalize_value(cleaned)
     action = canonical.pop("action", "")
     body = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -17,7 +17,6 @@ MAX_LISTED = 200
 MAX_MATCHES = 50
 
 
-
 def _path_tool(func: Callable[..., str]) -> BaseTool:
     """Make a LangChain tool whose ``path`` argument is normalised for signatures."""
     made = tool(func)

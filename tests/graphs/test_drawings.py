@@ -1,0 +1,32 @@
+"""Mermaid snapshots: the drawing is the protocol's contract, budgets included."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from graphs.registry import PROTOCOLS
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+
+
+@pytest.mark.parametrize("protocol", sorted(PROTOCOLS))
+def test_mermaid_matches_snapshot(protocol: str):
+    drawing = PROTOCOLS[protocol].compile().get_graph().draw_mermaid()
+    snapshot = SNAPSHOTS / f"{protocol}.mmd"
+    if os.environ.get("PHASEGRAPH_UPDATE_SNAPSHOTS") == "1":
+        snapshot.write_text(drawing, encoding="utf-8")
+    assert drawing == snapshot.read_text(encoding="utf-8"), (
+        f"{protocol} drawing changed; review it and rerun with PHASEGRAPH_UPDATE_SNAPSHOTS=1"
+    )
+
+
+def test_triggered_phase_budgets_are_visible_edges():
+    drawing = (SNAPSHOTS / "triggered_phase.mmd").read_text(encoding="utf-8")
+    for edge in (
+        "tool_phase -. &nbsp;cycles_spent&nbsp; .-> final_phase",
+        "refuse_duplicate -. &nbsp;duplicates_exceeded&nbsp; .-> final_phase",
+        "action_phase -. &nbsp;duplicate&nbsp; .-> refuse_duplicate",
+        "action_phase -. &nbsp;new_call&nbsp; .-> tool_phase",
+    ):
+        assert edge in drawing

@@ -1,0 +1,104 @@
+"""The phasegraph command: --json parsed back into the event union, exit codes, listings."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from nodes.events import Final, parse_event
+from server.cli import app
+from tests.helpers import turn, write_script
+
+runner = CliRunner()
+
+
+def _events(output: str):
+    return [parse_event(line) for line in output.splitlines() if line.strip()]
+
+
+def test_json_output_is_one_event_per_line(workspace: Path):
+    result = runner.invoke(
+        app, ["run", "triggered_phase", "Summarise", "--json", "--model", "scripted:demo", "--workspace",
+              str(workspace), "--project", "proj-7", "--show-tool-outputs"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    events = _events(result.stdout)
+    assert isinstance(events[-1], Final)
+    assert {e.project_id for e in events} == {"proj-7"}
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    outputs = [e.output for e in events if e.type == "tool_result"]
+    assert outputs[0] == "docs/roadmap.md\ndocs/team.md"
+
+
+def test_repeating_script_ends_with_exit_zero(workspace: Path, tmp_path: Path):
+    spec = write_script(tmp_path, turn("Again.", ("read_file", {"path": "docs/team.md"})), repeat_last=True)
+    result = runner.invoke(
+        app, ["run", "triggered_phase", "x", "--json", "--model", spec, "--workspace", str(workspace)]
+    )
+    assert result.exit_code == 0
+    events = _events(result.stdout)
+    assert sum(e.type == "tool_call" for e in events) == 1
+    assert sum(e.type == "duplicate_tool_call" for e in events) == 4
+    assert events[-1].type == "final"
+
+
+def test_ten_distinct_calls_exhaust_the_cycle_budget(workspace: Path, tmp_path: Path):
+    spec = write_script(tmp_path, *[turn("", ("search_files", {"query": f"q{i}"})) for i in range(10)])
+    result = runner.invoke(
+        app, ["run", "triggered_phase", "x", "--json", "--model", spec, "--workspace", str(workspace)]
+    )
+    assert result.exit_code == 0
+    events = _events(result.stdout)
+    assert sum(e.type == "tool_call" for e in events) == 3
+    assert [e.budget for e in events if e.type == "budget_exhausted"] == ["cycles"]
+    assert events[-1].type == "final"
+
+
+def test_an_error_event_exits_non_zero(workspace: Path, tmp_path: Path):
+    spec = write_script(tmp_path, turn("", ("list_files", {})))
+    result = runner.invoke(
+        app, ["run", "triggered_phase", "x", "--json", "--model", spec, "--workspace", str(workspace)]
+    )
+    assert result.exit_code == 1
+    assert _events(result.stdout)[-1].type == "error"
+
+
+def test_bad_input_gets_a_clear_error_and_exit_two(tmp_path: Path):
+    unknown = runner.invoke(app, ["run", "nope", "x"])
+    assert unknown.exit_code == 2 and "unknown protocol 'nope'" in unknown.stderr
+    missing = runner.invoke(app, ["run", "triggered_phase", "x", "--workspace", str(tmp_path / "missing")])
+    assert missing.exit_code == 2 and "is not a folder" in missing.stderr
+    bad_model = runner.invoke(app, ["run", "unified", "x", "--json", "--model", "gpt-4o"])
+    assert bad_model.exit_code == 2
+    assert _events(bad_model.stdout)[0].kind == "configuration"
+
+
+def test_human_output_shows_phases(workspace: Path):
+    result = runner.invoke(app, ["run", "triggered_phase", "Summarise"])
+    assert result.exit_code == 0
+    assert "running offline on the bundled demo script" in result.stderr
+    for fragment in (
+        "▶ action_phase #1 (cycle 1)",
+        "▶ tool_phase #2 (cycle 1)",
+        "refused duplicate",
+        "final answer",
+    ):
+        assert fragment in result.stdout
+
+
+def test_protocols_and_graph_commands():
+    listed = runner.invoke(app, ["protocols"])
+    assert listed.exit_code == 0 and "triggered_phase" in listed.stdout and "unified" in listed.stdout
+    drawn = runner.invoke(app, ["graph", "triggered_phase"])
+    assert drawn.exit_code == 0 and "tool_phase -. &nbsp;cycles_spent&nbsp; .-> final_phase" in drawn.stdout
+    assert runner.invoke(app, ["graph", "nope"]).exit_code == 2
+
+
+def test_console_script_is_installed():
+    script = Path(sys.executable).parent / "phasegraph"
+    done = subprocess.run(
+        [str(script), "run", "unified", "hi", "--json"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert parse_event(done.stdout.splitlines()[-1]).type == "final"

@@ -1,0 +1,95 @@
+from pathlib import Path
+
+import pytest
+from langchain_core.tools import tool
+
+from tools import ToolContext, ToolRegistry, ToolRunner, default_registry
+
+
+@pytest.fixture
+def runner(workspace: Path) -> ToolRunner:
+    return ToolRunner(default_registry(), ToolContext(workspace=workspace, project_id="p"))
+
+
+async def test_list_and_read_files(runner: ToolRunner):
+    listed = await runner.run("list_files", {"path": "docs"})
+    assert listed.status == "ok"
+    assert listed.output.splitlines() == ["docs/roadmap.md", "docs/team.md"]
+    read = await runner.run("read_file", {"path": "./docs/roadmap.md"})
+    assert read.status == "ok" and "Milestone 2" in read.output
+    assert read.duration_ms >= 0
+
+
+async def test_search_files_finds_lines(runner: ToolRunner):
+    found = await runner.run("search_files", {"query": "milestone", "path": "docs"})
+    assert found.status == "ok"
+    assert "docs/roadmap.md:3: ## Milestone 1 — March" in found.output.splitlines()
+
+
+async def test_a_raising_tool_becomes_an_error_result(workspace: Path):
+    @tool
+    def explode(reason: str) -> str:
+        """Always fails."""
+        raise RuntimeError(f"boom: {reason}")
+
+    result = await ToolRunner(ToolRegistry([explode]), ToolContext(workspace, "p")).run(
+        "explode", {"reason": "x"}
+    )
+    assert result.status == "error"
+    assert result.error == "RuntimeError: boom: x"
+    assert result.output is None
+
+
+async def test_unknown_tool_is_an_error_naming_the_available_ones(runner: ToolRunner):
+    result = await runner.run("delete_everything", {})
+    assert result.status == "error"
+    assert "unknown tool 'delete_everything'" in result.error
+    assert "list_files, read_file, search_files" in result.error
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        ({}, "path: Field required"),
+        ({"path": 5}, "path: Input should be a valid string"),
+        ({"path": "docs/roadmap.md", "mode": "rb"}, "unexpected argument(s) ['mode']"),
+    ],
+)
+async def test_bad_arguments_are_error_results(runner: ToolRunner, args, fragment):
+    result = await runner.run("read_file", args)
+    assert result.status == "error"
+    assert fragment in result.error
+
+
+@pytest.mark.parametrize("path", ["../outside.txt", "/etc/passwd", "docs/../../outside.txt"])
+async def test_paths_escaping_the_workspace_are_refused(runner: ToolRunner, workspace: Path, path: str):
+    (workspace.parent / "outside.txt").write_text("secret", encoding="utf-8")
+    result = await runner.run("read_file", {"path": path})
+    assert result.status == "error"
+    assert "outside the workspace" in result.error
+
+
+async def test_symlinks_out_of_the_workspace_are_not_followed(runner: ToolRunner, workspace: Path):
+    secret = workspace.parent / "secret.txt"
+    secret.write_text("the secret milestone", encoding="utf-8")
+    (workspace / "docs" / "link.txt").symlink_to(secret)
+    read = await runner.run("read_file", {"path": "docs/link.txt"})
+    assert read.status == "error" and "outside the workspace" in read.error
+    searched = await runner.run("search_files", {"query": "secret"})
+    assert searched.output == "no matches for 'secret'"
+
+
+async def test_tools_without_a_context_argument_still_run(workspace: Path):
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    result = await ToolRunner(ToolRegistry([add]), ToolContext(workspace, "p")).run("add", {"a": 2, "b": 3})
+    assert result.status == "ok" and result.output == "5"
+
+
+def test_registry_refuses_two_tools_with_one_name():
+    registry = default_registry()
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register(next(iter(registry)))

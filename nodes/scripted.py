@@ -52,18 +52,23 @@ class Script(BaseModel):
 
 
 class StreamStats(BaseModel):
-    """What one model call streamed and how far the consumer read."""
+    """What one model call had to stream and how much of it the consumer actually read.
+
+    Chunks are generated lazily, one per read, so a consumer that stops early leaves the
+    rest of the turn unproduced, as closing a real provider's stream does.
+    """
 
     call_index: int
-    chunks_produced: int = 0
-    first_tool_call_complete_at: int | None = None
+    chunks_total: int  # chunks the whole turn streams when read to the end
+    chunks_read: int = 0  # chunks handed to the consumer
+    first_tool_call_complete_at: int | None = None  # index of the chunk completing the first call
 
     @property
     def chunks_after_first_complete_call(self) -> int:
-        """Chunks the consumer pulled after the one completing the first tool call."""
+        """Chunks the consumer read after the one completing the first tool call."""
         if self.first_tool_call_complete_at is None:
             return 0
-        return max(0, self.chunks_produced - self.first_tool_call_complete_at - 1)
+        return max(0, self.chunks_read - self.first_tool_call_complete_at - 1)
 
 
 def load_script(path: str | Path) -> Script:
@@ -166,8 +171,9 @@ class ScriptedChatModel(BaseChatModel):
     ) -> Iterator[ChatGenerationChunk]:
         stats, chunks = self._open_stream(messages)
         for chunk in chunks:
-            time.sleep(self.script.chunk_delay_ms / 1000)
-            stats.chunks_produced += 1
+            if self.script.chunk_delay_ms:
+                time.sleep(self.script.chunk_delay_ms / 1000)
+            stats.chunks_read += 1
             yield ChatGenerationChunk(message=chunk)
 
     async def _astream(
@@ -181,13 +187,15 @@ class ScriptedChatModel(BaseChatModel):
         for chunk in chunks:
             if self.script.chunk_delay_ms:
                 await asyncio.sleep(self.script.chunk_delay_ms / 1000)
-            stats.chunks_produced += 1
+            stats.chunks_read += 1
             yield ChatGenerationChunk(message=chunk)
 
     def _open_stream(self, messages: list[BaseMessage]) -> tuple[StreamStats, list[AIMessageChunk]]:
         index, turn = self._next_turn(messages)
         chunks, first_complete = _turn_chunks(index, turn, self.script.tool_call_delivery)
-        stats = StreamStats(call_index=index, first_tool_call_complete_at=first_complete)
+        stats = StreamStats(
+            call_index=index, chunks_total=len(chunks), first_tool_call_complete_at=first_complete
+        )
         self._stats.append(stats)
         return stats, chunks
 

@@ -1,5 +1,6 @@
 """Pause at the natural pause point (after a tool phase) with a checkpointer, then resume."""
 
+import asyncio
 from pathlib import Path
 
 from langchain_core.messages import HumanMessage
@@ -59,3 +60,22 @@ async def test_a_new_turn_on_the_same_thread_resets_budgets(workspace: Path, tmp
         .get_state({"configurable": {"thread_id": "conversation"}})
     )
     assert [m.type for m in state.values["messages"]] == ["human", "ai", "human", "ai"]
+
+
+async def test_concurrent_runs_never_share_a_script_position(workspace: Path, tmp_path: Path):
+    spec = write_script(
+        tmp_path,
+        turn("Listing.", ("list_files", {"path": "docs"})),
+        turn("Reading.", ("read_file", {"path": "docs/team.md"})),
+        turn("Three people."),
+        chunk_delay_ms=2,
+    )
+
+    async def one() -> list:
+        return [e async for e in stream_run("triggered_phase", "Who?", workspace=str(workspace), model=spec)]
+
+    runs = await asyncio.gather(*(one() for _ in range(3)))
+    for events in runs:
+        assert [e.name for e in events if e.type == "tool_call"] == ["list_files", "read_file"]
+        assert events[-1].type == "final" and events[-1].answer == "Three people."
+    assert len({events[0].request_id for events in runs}) == 3

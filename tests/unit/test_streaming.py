@@ -13,7 +13,8 @@ async def test_stops_reading_at_the_first_complete_call():
     assert "".join(texts) == "Reading five files."
     stats = model.stats[0]
     assert stats.chunks_after_first_complete_call == 0
-    assert outcome.chunks_read == stats.first_tool_call_complete_at + 1 == stats.chunks_produced
+    assert outcome.chunks_read == stats.first_tool_call_complete_at + 1 == stats.chunks_read
+    assert stats.chunks_total > stats.chunks_read + 4 * 2  # four more calls were never streamed
     assert outcome.ignored == []  # calls 2-5 were never read, so nothing about them is known
 
 
@@ -31,7 +32,7 @@ async def test_without_tools_the_stream_is_read_to_the_end():
     outcome = await stream_until_first_call(model, [], lambda _: None, take_calls=False)
     assert outcome.call is None and outcome.cut is False
     assert outcome.ignored == [{"name": "list_files", "args": {}, "reason": "tools_unbound"}]
-    assert outcome.chunks_read == model.stats[0].chunks_produced
+    assert outcome.chunks_read == model.stats[0].chunks_read
 
 
 async def test_plain_text_has_no_call():

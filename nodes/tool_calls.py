@@ -45,3 +45,9 @@ async def execute_tool_call(
         **meta,
     )
     return result
+
+
+def trace_tool_registration(emitter: Emitter, registry: ToolRegistry) -> None:
+    """Record which tools the run offers the model (the trace's first entry)."""
+    tools = [{"name": t.name, "description": t.description} for t in registry]
+    emitter.trace("tool_registration", tools=tools)

@@ -13,6 +13,7 @@ from nodes.errors import ConfigurationError
 from nodes.events import Final
 from nodes.prompts import FALLBACK_ANSWER_HEADER, format_args
 from nodes.state import GatheredResult, TriggeredPhaseState, cycle_index
+from nodes.tool_calls import trace_tool_registration
 
 
 def start_turn(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]) -> dict[str, Any]:
@@ -20,8 +21,7 @@ def start_turn(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContex
     messages = state.get("messages") or []
     if not messages or not isinstance(messages[-1], HumanMessage):
         raise ConfigurationError("a turn must end with the user's message")
-    tools = [{"name": t.name, "description": t.description} for t in runtime.context.registry()]
-    Emitter(runtime.context, runtime.stream_writer).trace("tool_registration", tools=tools)
+    trace_tool_registration(Emitter(runtime.context, runtime.stream_writer), runtime.context.registry())
     return {
         "notes": [],
         "results": [],

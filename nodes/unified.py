@@ -8,15 +8,21 @@ from typing import Any, cast
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ToolCallRequest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from nodes.context import RunContext
 from nodes.emit import Emitter
-from nodes.tool_calls import execute_tool_call
+from nodes.tool_calls import execute_tool_call, trace_tool_registration
 
 
 class RunContextMiddleware(AgentMiddleware[Any, RunContext]):
     """Takes model, system prompt and tools from the run Context, and runs tools through ToolRunner."""
+
+    async def abefore_agent(self, state: Any, runtime: Runtime[RunContext]) -> dict[str, Any] | None:
+        """Trace the tools this run offers, as every protocol does first."""
+        trace_tool_registration(Emitter(runtime.context, runtime.stream_writer), runtime.context.registry())
+        return None
 
     async def awrap_model_call(
         self,

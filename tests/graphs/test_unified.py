@@ -20,7 +20,8 @@ async def test_demo_script_runs_every_call_including_the_duplicate(collect):
     assert "".join(e.text for e in of_type(result, "text")).startswith(
         "Let me see what is in the docs folder."
     )
-    assert [t.type for t in result.trace].count("tool_result") == 3
+    trace_types = [t.type for t in result.trace]
+    assert trace_types[0] == "tool_registration" and trace_types.count("tool_result") == 3
 
 
 async def test_a_looping_script_is_stopped_by_the_call_limit_middleware(collect, tmp_path: Path):

@@ -6,6 +6,7 @@ protocol needs no new code here.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -23,6 +24,7 @@ from nodes.events import ErrorEvent, Event, EventBase, Final, TextChunk, parse_e
 from nodes.trace import DEFAULT_TRACES, TraceEntry, TraceStore
 
 E = TypeVar("E", bound=EventBase)
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -106,6 +108,7 @@ async def stream_graph(
         yield stamper.make(ErrorEvent, kind=exc.kind, message=str(exc))
         return
     except Exception as exc:  # any other failure still reaches the client as an error event
+        logger.exception("request %s (%s) failed", context.request_id, spec.id)
         yield stamper.make(ErrorEvent, kind="internal", message=f"{type(exc).__name__}: {exc}")
         return
     if saw_final or await _is_paused(graph, config):

@@ -38,7 +38,7 @@ async def run_action_phase(
         if duplicate:
             return {**update, "phase_open": True}
     reason = "tool_call" if call is not None else "answered"
-    return update | close_phase(emitter, {**current, **update}, phase_meta(current), reason)  # type: ignore[typeddict-item]
+    return update | close_phase(emitter, merged(current, update), phase_meta(current), reason)
 
 
 async def run_final_phase(

@@ -41,7 +41,7 @@ def _relative(context: ToolContext, target: Path) -> str:
 
 
 @_path_tool
-def list_files(path: str = ".", context: Annotated[ToolContext, InjectedToolArg] = None) -> str:  # type: ignore[assignment]
+def list_files(path: str = ".", *, context: Annotated[ToolContext, InjectedToolArg]) -> str:
     """List the files and folders directly inside a workspace folder (folders end with '/')."""
     folder = resolve_in_workspace(context, path)
     if not folder.is_dir():
@@ -54,7 +54,7 @@ def list_files(path: str = ".", context: Annotated[ToolContext, InjectedToolArg]
 
 
 @_path_tool
-def read_file(path: str, context: Annotated[ToolContext, InjectedToolArg] = None) -> str:  # type: ignore[assignment]
+def read_file(path: str, *, context: Annotated[ToolContext, InjectedToolArg]) -> str:
     """Read a UTF-8 text file from the workspace."""
     target = resolve_in_workspace(context, path)
     if not target.is_file():
@@ -69,7 +69,8 @@ def read_file(path: str, context: Annotated[ToolContext, InjectedToolArg] = None
 def search_files(
     query: str,
     path: str = ".",
-    context: Annotated[ToolContext, InjectedToolArg] = None,  # type: ignore[assignment]
+    *,
+    context: Annotated[ToolContext, InjectedToolArg],
 ) -> str:
     """Find lines containing ``query`` (case-insensitive) in the text files under a workspace folder."""
     if not query.strip():

@@ -19,7 +19,7 @@ from langgraph.types import Checkpointer, StreamMode
 from graphs.registry import ProtocolSpec, get_protocol
 from nodes.context import RunContext
 from nodes.emit import EVENT_KEY, TRACE_KEY
-from nodes.errors import PhasegraphError
+from nodes.errors import ConfigurationError, PhasegraphError
 from nodes.events import ErrorEvent, Event, EventBase, Final, TextChunk, parse_event
 from nodes.trace import DEFAULT_TRACES, TraceEntry, TraceStore
 
@@ -132,6 +132,8 @@ async def stream_run(
     Either pass a ready ``context`` or the Context fields (``model=``, ``workspace=``, ...).
     """
     spec = get_protocol(protocol)
+    if not message.strip():
+        raise ConfigurationError("the message is empty: say what the agent should do")
     run_context = context or spec.make_context(**context_fields)
     config: RunnableConfig = {"configurable": {"thread_id": thread_id or run_context.request_id}}
     graph = spec.compile(checkpointer)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 
-from graphs.registry import PROTOCOLS, get_protocol
+from graphs.registry import PROTOCOLS, ProtocolSpec, get_protocol
 from graphs.run import stream_run
 from nodes.errors import ConfigurationError, PhasegraphError
 from nodes.events import ErrorEvent, Event, Final
@@ -31,9 +31,7 @@ def run_command(
 ) -> None:
     """Run one user turn and stream its events; exit 0 on a final answer, 1 after an error."""
     out, notes = Console(), Console(stderr=True, soft_wrap=True)
-    if protocol not in PROTOCOLS:
-        notes.print(f"[red]error: unknown protocol {protocol!r}; known protocols: {', '.join(PROTOCOLS)}[/]")
-        raise typer.Exit(2)
+    _spec_or_exit(protocol, json_lines)
     if model is None:
         model = DEMO_MODEL
         workspace = workspace or str(DEMO_WORKSPACE)
@@ -48,10 +46,7 @@ def run_command(
     try:
         finished = asyncio.run(_stream(protocol, message, fields, render))
     except PhasegraphError as exc:  # raised before the run started: bad spec, script or workspace
-        if json_lines:
-            print(ErrorEvent(kind=exc.kind, message=str(exc), project_id=project).to_json())
-        notes.print(f"[red]error: {exc}[/]")
-        raise typer.Exit(2) from None
+        _refuse(exc, json_lines)
     raise typer.Exit(0 if finished else 1)
 
 
@@ -66,12 +61,7 @@ def protocols_command() -> None:
 @app.command("graph")
 def graph_command(protocol: Annotated[str, typer.Argument(help="Protocol id.")]) -> None:
     """Print the protocol's graph as mermaid."""
-    try:
-        spec = get_protocol(protocol)
-    except ConfigurationError as exc:
-        Console(stderr=True).print(f"[red]error: {exc}[/]")
-        raise typer.Exit(2) from None
-    print(spec.compile().get_graph().draw_mermaid())
+    print(_spec_or_exit(protocol).compile().get_graph().draw_mermaid())
 
 
 def main() -> None:
@@ -87,6 +77,21 @@ async def _stream(
         render(event)
         finished = finished or isinstance(event, Final)
     return finished
+
+
+def _spec_or_exit(protocol: str, json_lines: bool = False) -> ProtocolSpec:
+    try:
+        return get_protocol(protocol)
+    except ConfigurationError as exc:
+        _refuse(exc, json_lines)
+
+
+def _refuse(exc: PhasegraphError, json_lines: bool) -> NoReturn:
+    """Report input that was refused before any run started, and exit 2."""
+    if json_lines:
+        print(ErrorEvent(kind=exc.kind, message=str(exc)).to_json())
+    Console(stderr=True, soft_wrap=True).print(f"[red]error: {exc}[/]", highlight=False)
+    raise typer.Exit(2)
 
 
 def _print_json(event: Event) -> None:

@@ -69,6 +69,8 @@ def test_bad_input_gets_a_clear_error_and_exit_two(tmp_path: Path):
     assert unknown.exit_code == 2 and "unknown protocol 'nope'" in unknown.stderr
     missing = runner.invoke(app, ["run", "triggered_phase", "x", "--workspace", str(tmp_path / "missing")])
     assert missing.exit_code == 2 and "is not a folder" in missing.stderr
+    empty = runner.invoke(app, ["run", "triggered_phase", "  ", "--json"])
+    assert empty.exit_code == 2 and "the message is empty" in _events(empty.stdout)[0].message
     bad_model = runner.invoke(app, ["run", "unified", "x", "--json", "--model", "gpt-4o"])
     assert bad_model.exit_code == 2
     assert _events(bad_model.stdout)[0].kind == "configuration"

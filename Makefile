@@ -8,11 +8,11 @@ BIN := $(VENV)/bin
 $(BIN)/phasegraph: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[server]'
+	$(BIN)/pip install --quiet -e .
 	@touch $@
 
 $(VENV)/.dev: $(BIN)/phasegraph
-	$(BIN)/pip install --quiet -e '.[server,dev]'
+	$(BIN)/pip install --quiet -e '.[dev]'
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	@touch $@
 

@@ -25,6 +25,8 @@ class ProtocolSpec:
     #: True when the protocol's nodes emit their own ``text`` events; otherwise the run layer
     #: turns the model tokens of LangGraph's "messages" stream into ``text`` events.
     streams_text: bool = True
+    #: Nodes after which a run may pause (its natural pause points).
+    pause_after: tuple[str, ...] = ()
 
     def load(self) -> ModuleType:
         """Import the protocol's module (lazily: importing the registry stays cheap)."""
@@ -43,10 +45,20 @@ class ProtocolSpec:
         except TypeError as exc:
             raise ConfigurationError(f"bad settings for protocol {self.id!r}: {exc}") from exc
 
-    def compile(self, checkpointer: Checkpointer = None) -> CompiledStateGraph:
-        """A compiled graph of this protocol, with ``checkpointer`` when given."""
-        compiled: CompiledStateGraph = self.load().compile_graph(checkpointer)
+    def compile(self, checkpointer: Checkpointer = None, *, pausable: bool = False) -> CompiledStateGraph:
+        """A compiled graph of this protocol, with ``checkpointer`` when given.
+
+        ``pausable`` stops the graph at each of its pause points, so a driver can decide
+        between continuing and pausing there.
+        """
+        interrupt_after = list(self.pause_after) if pausable else None
+        compiled: CompiledStateGraph = self.load().compile_graph(checkpointer, interrupt_after=interrupt_after)
         return compiled
+
+    def event_meta(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Fields the protocol puts on every event (phase metadata), read from a state snapshot."""
+        meta = getattr(self.load(), "event_meta", None)
+        return meta(values) if meta is not None and values else {}
 
 
 PROTOCOLS: dict[str, ProtocolSpec] = {
@@ -58,6 +70,7 @@ PROTOCOLS: dict[str, ProtocolSpec] = {
             summary="Action phase streams until the first complete tool call; a tool phase runs exactly it; "
             "duplicates refused; 3 cycles per turn.",
             module="graphs.triggered_phase",
+            pause_after=("tool_phase",),
         ),
         ProtocolSpec(
             id="unified",
@@ -66,6 +79,7 @@ PROTOCOLS: dict[str, ProtocolSpec] = {
             "the fallback route and the benchmark baseline.",
             module="graphs.unified",
             streams_text=False,
+            pause_after=("tools",),
         ),
     )
 }

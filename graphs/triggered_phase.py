@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -11,7 +11,7 @@ from langgraph.types import Checkpointer
 from nodes.action_phase import route_after_action_phase, run_action_phase, run_final_phase
 from nodes.context import TriggeredPhaseContext
 from nodes.duplicate_refusal import refuse_duplicate, route_after_refusal
-from nodes.state import TriggeredPhaseInput, TriggeredPhaseOutput, TriggeredPhaseState
+from nodes.state import TriggeredPhaseInput, TriggeredPhaseOutput, TriggeredPhaseState, phase_meta
 from nodes.tool_phase import route_after_tool_phase, run_tool_phase
 from nodes.turn import complete_turn, start_turn
 
@@ -55,9 +55,16 @@ def build_graph() -> StateGraph[
     return builder
 
 
-def compile_graph(checkpointer: Checkpointer = None) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """Compile with an optional checkpointer (the server and tests pass one)."""
-    return build_graph().compile(checkpointer=checkpointer, name=NAME)
+def event_meta(values: dict[str, Any]) -> dict[str, Any]:
+    """Phase metadata of a state snapshot, for events the server adds (paused, resumed, cancelled)."""
+    return phase_meta(cast(TriggeredPhaseState, values)) if "phase_index" in values else {}
+
+
+def compile_graph(
+    checkpointer: Checkpointer = None, *, interrupt_after: list[str] | None = None
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """Compile with an optional checkpointer and pause points (the server passes both)."""
+    return build_graph().compile(checkpointer=checkpointer, interrupt_after=interrupt_after, name=NAME)
 
 
 graph = compile_graph()

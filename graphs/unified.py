@@ -25,6 +25,7 @@ TOOL_CALL_LIMIT = 8
 def compile_graph(
     checkpointer: Checkpointer = None,
     *,
+    interrupt_after: list[str] | None = None,
     model_call_limit: int = MODEL_CALL_LIMIT,
     tool_call_limit: int = TOOL_CALL_LIMIT,
 ) -> CompiledStateGraph:
@@ -40,6 +41,7 @@ def compile_graph(
         middleware=middleware,
         context_schema=UnifiedContext,
         checkpointer=checkpointer,
+        interrupt_after=interrupt_after,
         name=NAME,
     )
 

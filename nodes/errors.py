@@ -25,6 +25,18 @@ class InvalidModelOutput(PhasegraphError):
     kind = "invalid_model_output"
 
 
+class NotFoundError(PhasegraphError):
+    """A request, thread or checkpoint does not exist (or is not visible to the caller)."""
+
+    kind = "not_found"
+
+
+class ConflictError(PhasegraphError):
+    """The request is in a state that does not allow this (cancelled, already running, ...)."""
+
+    kind = "conflict"
+
+
 class BudgetExhausted(PhasegraphError):
     """A hard budget ran out where the protocol has no graceful way to continue."""
 

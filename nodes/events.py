@@ -116,6 +116,28 @@ class Final(EventBase):
     fallback: bool = False
 
 
+class Paused(EventBase):
+    """The run stopped at a pause point and can be resumed."""
+
+    type: Literal["paused"] = "paused"
+    reason: Literal["requested", "disconnected", "shutdown"]
+
+
+class Resumed(EventBase):
+    """A paused (or earlier) point of the run was picked up again."""
+
+    type: Literal["resumed"] = "resumed"
+    checkpoint_id: str
+    from_phase_index: int | None = None
+    fork: bool = False
+
+
+class Cancelled(EventBase):
+    """The request was cancelled; it cannot be resumed."""
+
+    type: Literal["cancelled"] = "cancelled"
+
+
 class ErrorEvent(EventBase):
     """The run failed; ``message`` is written for a person."""
 
@@ -134,6 +156,9 @@ Event = Annotated[
     | IgnoredToolCall
     | BudgetExhaustedEvent
     | Final
+    | Paused
+    | Resumed
+    | Cancelled
     | ErrorEvent,
     Field(discriminator="type"),
 ]

@@ -26,3 +26,26 @@ class ProviderSettings(BaseSettings):
 def provider_settings() -> ProviderSettings:
     """The provider settings of this process (read once)."""
     return ProviderSettings()
+
+
+class ServerSettings(BaseSettings):
+    """HTTP server settings (env prefix ``PHASEGRAPH_``)."""
+
+    model_config = SettingsConfigDict(env_prefix="PHASEGRAPH_", extra="ignore")
+
+    model: str = Field(default="scripted:demo", description="Model spec runs use unless a request names another.")
+    allowed_models: str = Field(
+        default="", description="Comma-separated model specs a request may ask for besides PHASEGRAPH_MODEL."
+    )
+    workspace: str = Field(default=".", description="Root of the built-in workspace tools; requests cannot change it.")
+    checkpointer: str = Field(
+        default="sqlite:.phasegraph/state.db", description="memory | sqlite:PATH | postgresql://..."
+    )
+    two_stage_enabled: bool = Field(default=False, description="Serve /api/chat/messages_two_stage.")
+    api_tokens: SecretStr | None = Field(
+        default=None, description='Bearer tokens and their projects: "tokenA:projX,projY;tokenB:*".'
+    )
+
+    def models(self) -> set[str]:
+        """Every model spec a request may use."""
+        return {self.model, *(m.strip() for m in self.allowed_models.split(",") if m.strip())}

@@ -64,6 +64,31 @@ def graph_command(protocol: Annotated[str, typer.Argument(help="Protocol id.")])
     print(_spec_or_exit(protocol).compile().get_graph().draw_mermaid())
 
 
+@app.command("serve")
+def serve_command(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+) -> None:
+    """Serve the HTTP API and web page (settings from PHASEGRAPH_* variables)."""
+    import uvicorn
+
+    uvicorn.run("server.app:app", host=host, port=port, log_level="info")
+
+
+@app.command("inspect")
+def inspect_command(
+    thread: Annotated[str, typer.Argument(help="Thread id (a request's id unless it named another).")],
+    checkpoint: Annotated[str | None, typer.Option(help="Show this checkpoint's state values.")] = None,
+) -> None:
+    """Print a thread's checkpoint timeline, or one checkpoint's values (PHASEGRAPH_CHECKPOINTER)."""
+    from server.inspection import inspect_thread
+
+    try:
+        asyncio.run(inspect_thread(thread, checkpoint, Console(soft_wrap=True)))
+    except PhasegraphError as exc:
+        _refuse(exc, json_lines=False)
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

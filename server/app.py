@@ -1,0 +1,324 @@
+"""FastAPI app: streaming routes for every protocol, request control, traces and checkpoints."""
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import anyio
+from fastapi import Depends, FastAPI, Header, Request
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from graphs.registry import PROTOCOLS, get_protocol
+from nodes.errors import ConfigurationError, ConflictError, NotFoundError, PhasegraphError
+from nodes.settings import ServerSettings
+from server.auth import Access, access_for, parse_tokens
+from server.checkpoints import checkpoint_values, timeline
+from server.persistence import open_checkpointer
+from server.runs import RunManager
+from server.sse import to_sse
+from server.store import RequestRecord, RequestStore
+
+STATIC = Path(__file__).parent / "static"
+FALLBACK_ROUTE = "/api/chat/messages"
+_STATUS = {ConfigurationError: 400, NotFoundError: 404, ConflictError: 409}
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class ChatRequest(_Body):
+    """Body of every streaming route."""
+
+    message: str = Field(min_length=1)
+    project_id: str = "default"
+    request_id: str | None = None
+    thread_id: str | None = None
+    model: str | None = None
+    show_tool_outputs: bool = False
+    on_disconnect: Literal["stop", "continue"] = "stop"
+
+
+class ResumeRequest(_Body):
+    """Body of the resume route."""
+
+    request_id: str
+    resume_from_phase_index: int | None = Field(default=None, ge=1)
+
+
+class ForkRequest(_Body):
+    """Body of the fork route (optional)."""
+
+    on_disconnect: Literal["stop", "continue"] = "stop"
+
+
+def create_app(settings: ServerSettings | None = None) -> FastAPI:
+    """Build the app; the checkpointer and request store open and close with it."""
+    settings = settings or ServerSettings()
+    tokens = parse_tokens(settings.api_tokens.get_secret_value()) if settings.api_tokens else {}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with open_checkpointer(settings.checkpointer) as saver:
+            store = RequestStore.for_checkpointer(settings.checkpointer)
+            await store.setup()
+            manager = RunManager(settings, store, saver)
+            app.state.manager = manager
+            watcher = asyncio.create_task(manager.watch())
+            try:
+                yield
+            finally:
+                watcher.cancel()
+                await manager.shutdown()
+                await store.close()
+
+    app = FastAPI(title="phasegraph", lifespan=lifespan)
+    app.state.settings = settings
+
+    @app.exception_handler(PhasegraphError)
+    async def _phasegraph_error(request: Request, exc: PhasegraphError) -> JSONResponse:
+        status = next((code for kind, code in _STATUS.items() if isinstance(exc, kind)), 500)
+        return JSONResponse({"error": exc.kind, "message": str(exc)}, status_code=status)
+
+    def caller(request: Request) -> Access:
+        return access_for(request, tokens)
+
+    _add_stream_routes(app, settings, caller)
+    _add_request_routes(app, caller)
+    _add_checkpoint_routes(app, caller)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/")
+    async def index() -> FileResponse:
+        return FileResponse(STATIC / "index.html")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    return app
+
+
+Caller = Any  # a dependency callable returning Access
+
+
+def _manager(request: Request) -> RunManager:
+    manager: RunManager = request.app.state.manager
+    return manager
+
+
+async def _visible(manager: RunManager, request_id: str, access: Access) -> RequestRecord:
+    """The request, or 404 when it does not exist or belongs to a project the caller cannot see."""
+    record = await manager.store.get(request_id)
+    if record is None or not access.covers(record.project_id):
+        raise NotFoundError(f"request {request_id!r} does not exist")
+    return record
+
+
+async def _stream(
+    manager: RunManager, record: RequestRecord, after: int, on_disconnect: str
+) -> AsyncIterator[ServerSentEvent]:
+    """Follow a request as SSE; a dropped connection pauses the run unless told to continue."""
+    finished = False
+    try:
+        async for event in manager.follow(record.request_id, after):
+            yield to_sse(event)
+        finished = True
+    finally:
+        if not finished and on_disconnect == "stop":
+            with anyio.CancelScope(shield=True):  # the connection's scope is cancelled by now
+                current = await manager.store.get(record.request_id)
+                if current is not None and current.status == "running":
+                    with contextlib.suppress(ConflictError):
+                        await manager.pause(current, reason="disconnected")
+
+
+def _add_stream_routes(app: FastAPI, settings: ServerSettings, caller: Caller) -> None:
+    # Runs start in dependencies, so bad input gets a proper status before the stream begins.
+    async def start_run(protocol: str, body: ChatRequest, request: Request, access: Access) -> RequestRecord:
+        access.require(body.project_id)
+        return await _manager(request).start(
+            protocol, body.message, project_id=body.project_id, request_id=body.request_id,
+            thread_id=body.thread_id, model=body.model, show_tool_outputs=body.show_tool_outputs,
+        )  # fmt: skip
+
+    def starter(protocol: str, *, two_stage: bool = False) -> Any:
+        async def started(
+            body: ChatRequest, request: Request, access: Annotated[Access, Depends(caller)]
+        ) -> RequestRecord:
+            if two_stage:
+                _require_two_stage(settings)
+            return await start_run(protocol, body, request, access)
+
+        return started
+
+    async def by_path(
+        protocol: str, body: ChatRequest, request: Request, access: Annotated[Access, Depends(caller)]
+    ) -> RequestRecord:
+        if protocol not in PROTOCOLS:
+            raise NotFoundError(f"unknown protocol {protocol!r}; known protocols: {', '.join(PROTOCOLS)}")
+        return await start_run(protocol, body, request, access)
+
+    async def resumed(
+        body: ResumeRequest, request: Request, access: Annotated[Access, Depends(caller)]
+    ) -> RequestRecord:
+        _require_two_stage(settings)
+        manager = _manager(request)
+        record = await _visible(manager, body.request_id, access)
+        await manager.resume(record, body.resume_from_phase_index)
+        return record
+
+    @app.get("/api/protocols")
+    async def protocols(access: Annotated[Access, Depends(caller)]) -> list[dict[str, str]]:
+        return [
+            {"id": s.id, "seed": s.seed, "summary": s.summary, "route": f"/api/runs/{s.id}/stream"}
+            for s in PROTOCOLS.values()
+        ]
+
+    @app.post("/api/runs/{protocol}/stream", response_class=EventSourceResponse)
+    async def run_stream(
+        body: ChatRequest, request: Request, record: Annotated[RequestRecord, Depends(by_path)]
+    ) -> AsyncIterator[ServerSentEvent]:
+        async for item in _stream(_manager(request), record, 0, body.on_disconnect):
+            yield item
+
+    @app.post(FALLBACK_ROUTE, response_class=EventSourceResponse)
+    async def chat_messages(
+        body: ChatRequest, request: Request, record: Annotated[RequestRecord, Depends(starter("unified"))]
+    ) -> AsyncIterator[ServerSentEvent]:
+        async for item in _stream(_manager(request), record, 0, body.on_disconnect):
+            yield item
+
+    @app.post("/api/chat/messages_two_stage", response_class=EventSourceResponse)
+    async def chat_two_stage(
+        body: ChatRequest,
+        request: Request,
+        record: Annotated[RequestRecord, Depends(starter("triggered_phase", two_stage=True))],
+    ) -> AsyncIterator[ServerSentEvent]:
+        async for item in _stream(_manager(request), record, 0, body.on_disconnect):
+            yield item
+
+    @app.post("/api/chat/messages_two_stage/resume", response_class=EventSourceResponse)
+    async def resume(
+        request: Request, record: Annotated[RequestRecord, Depends(resumed)]
+    ) -> AsyncIterator[ServerSentEvent]:
+        async for item in _stream(_manager(request), record, record.last_seq, "stop"):
+            yield item
+
+
+def _require_two_stage(settings: ServerSettings) -> None:
+    if not settings.two_stage_enabled:
+        raise _TwoStageDisabled()
+
+
+class _TwoStageDisabled(NotFoundError):
+    def __init__(self) -> None:
+        super().__init__(
+            f"the two-stage route is disabled (PHASEGRAPH_TWO_STAGE_ENABLED=false); use {FALLBACK_ROUTE}"
+        )
+
+
+def _add_request_routes(app: FastAPI, caller: Caller) -> None:
+    @app.get("/api/requests/{request_id}")
+    async def get_request(
+        request_id: str, request: Request, access: Annotated[Access, Depends(caller)]
+    ) -> dict[str, Any]:
+        record = await _visible(_manager(request), request_id, access)
+        return _describe(record)
+
+    @app.get("/api/requests/{request_id}/trace")
+    async def get_trace(
+        request_id: str, request: Request, access: Annotated[Access, Depends(caller)]
+    ) -> list[dict[str, Any]]:
+        manager = _manager(request)
+        await _visible(manager, request_id, access)
+        return [entry.model_dump(mode="json") for entry in await manager.store.trace(request_id)]
+
+    @app.get("/api/requests/{request_id}/stream", response_class=EventSourceResponse)
+    async def follow(
+        request_id: str, request: Request, access: Annotated[Access, Depends(caller)],
+        last_event_id: Annotated[str | None, Header()] = None,
+    ) -> AsyncIterator[ServerSentEvent]:  # fmt: skip
+        manager = _manager(request)
+        record = await _visible(manager, request_id, access)
+        after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
+        async for item in _stream(manager, record, after, "continue"):
+            yield item
+
+    @app.post("/api/requests/{request_id}/pause", status_code=202)
+    async def pause(
+        request_id: str, request: Request, access: Annotated[Access, Depends(caller)]
+    ) -> dict[str, Any]:
+        manager = _manager(request)
+        await manager.pause(await _visible(manager, request_id, access))
+        return {"requestId": request_id, "status": "pausing"}
+
+    @app.post("/api/requests/{request_id}/cancel")
+    async def cancel(
+        request_id: str, request: Request, access: Annotated[Access, Depends(caller)]
+    ) -> dict[str, Any]:
+        manager = _manager(request)
+        await manager.cancel(await _visible(manager, request_id, access))
+        return {"requestId": request_id, "status": "cancelled"}
+
+
+def _add_checkpoint_routes(app: FastAPI, caller: Caller) -> None:
+    async def owner_of(request: Request, thread_id: str, access: Access) -> RequestRecord:
+        record = await _manager(request).store.for_thread(thread_id)
+        if record is None or not access.covers(record.project_id):
+            raise NotFoundError(f"thread {thread_id!r} does not exist")
+        return record
+
+    @app.get("/api/threads/{thread_id}/checkpoints")
+    async def checkpoints(
+        thread_id: str, request: Request, access: Annotated[Access, Depends(caller)]
+    ) -> list[dict[str, Any]]:
+        record = await owner_of(request, thread_id, access)
+        spec = get_protocol(record.protocol)
+        infos = await timeline(spec, _manager(request).graph(spec), thread_id)
+        return [i.model_dump(by_alias=True) for i in infos]
+
+    @app.get("/api/threads/{thread_id}/checkpoints/{checkpoint_id}")
+    async def checkpoint(
+        thread_id: str, checkpoint_id: str, request: Request, access: Annotated[Access, Depends(caller)]
+    ) -> dict[str, Any]:
+        record = await owner_of(request, thread_id, access)
+        graph = _manager(request).graph(get_protocol(record.protocol))
+        return await checkpoint_values(graph, thread_id, checkpoint_id)
+
+    async def forked(
+        thread_id: str, checkpoint_id: str, request: Request, access: Annotated[Access, Depends(caller)]
+    ) -> RequestRecord:
+        owner = await owner_of(request, thread_id, access)
+        return await _manager(request).fork(owner, checkpoint_id)
+
+    @app.post("/api/threads/{thread_id}/checkpoints/{checkpoint_id}/fork", response_class=EventSourceResponse)
+    async def fork(
+        request: Request, record: Annotated[RequestRecord, Depends(forked)], body: ForkRequest | None = None
+    ) -> AsyncIterator[ServerSentEvent]:
+        async for item in _stream(_manager(request), record, 0, (body or ForkRequest()).on_disconnect):
+            yield item
+
+
+def _describe(record: RequestRecord) -> dict[str, Any]:
+    return {
+        "requestId": record.request_id,
+        "projectId": record.project_id,
+        "protocol": record.protocol,
+        "threadId": record.thread_id,
+        "status": record.status,
+        "lastSeq": record.last_seq,
+        "model": record.settings.get("model"),
+        "createdAt": record.created_at,
+        "updatedAt": record.updated_at,
+    }
+
+
+app = create_app()

@@ -1,0 +1,50 @@
+"""``phasegraph inspect``: a readable timeline of a thread's checkpoints, straight from the database."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Console
+from rich.table import Table
+
+from graphs.registry import get_protocol
+from nodes.errors import NotFoundError
+from nodes.settings import ServerSettings
+from server.checkpoints import checkpoint_values, timeline
+from server.persistence import open_checkpointer
+from server.store import RequestStore
+
+
+async def inspect_thread(thread_id: str, checkpoint_id: str | None, console: Console) -> None:
+    """Print the timeline of ``thread_id`` (or the values of one checkpoint)."""
+    settings = ServerSettings()
+    store = RequestStore.for_checkpointer(settings.checkpointer)
+    try:
+        await store.setup()
+        record = await store.for_thread(thread_id)
+        if record is None:
+            raise NotFoundError(f"thread {thread_id!r} does not exist in {settings.checkpointer}")
+        spec = get_protocol(record.protocol)
+        async with open_checkpointer(settings.checkpointer) as saver:
+            graph = spec.compile(saver, pausable=True)
+            if checkpoint_id:
+                console.print_json(
+                    json.dumps(await checkpoint_values(graph, thread_id, checkpoint_id), default=str)
+                )
+                return
+            infos = await timeline(spec, graph, thread_id)
+    finally:
+        await store.close()
+    table = Table(title=f"thread {thread_id} ({spec.id}, project {record.project_id})")
+    for column in ("step", "checkpoint", "node", "phase", "cycle", "next", "created"):
+        table.add_column(column)
+    for info in infos:
+        table.add_row(
+            str(info.step), info.checkpoint_id, info.node or "(input)", _opt(info.phase_index),
+            _opt(info.cycle_index), ", ".join(info.next) or "(end)", info.created_at or "",
+        )  # fmt: skip
+    console.print(table)
+
+
+def _opt(value: int | None) -> str:
+    return "" if value is None else str(value)

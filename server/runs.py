@@ -1,0 +1,276 @@
+"""Run manager: starts, drives, pauses, resumes and cancels runs; every event lands in the store first.
+
+Clients follow a request by reading its event log (replay) and waiting for more (live), so any
+replica on the same database can serve any request's stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+from uuid import uuid4
+
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph.state import CompiledStateGraph
+
+from graphs.registry import ProtocolSpec, get_protocol
+from graphs.run import stream_graph
+from nodes.context import RunContext
+from nodes.errors import ConfigurationError, ConflictError, NotFoundError
+from nodes.events import Cancelled, ErrorEvent, Event, EventBase, Final, Paused, Resumed
+from nodes.settings import ServerSettings
+from nodes.trace import TraceEntry
+from server.checkpoints import end_of_phase, thread_config
+from server.store import RequestRecord, RequestStore
+
+logger = logging.getLogger(__name__)
+
+#: How often followers and the watcher look at the database for other replicas' changes.
+POLL_SECONDS = 0.2
+#: A running request whose owner has not written a heartbeat for this long is taken as orphaned.
+ORPHAN_SECONDS = 5.0
+
+
+class _Buffer:
+    """Trace entries of the current run, drained into the store with each event."""
+
+    def __init__(self) -> None:
+        self.entries: list[TraceEntry] = []
+
+    def append(self, entry: TraceEntry) -> None:
+        self.entries.append(entry)
+
+    def get(self, request_id: str) -> list[TraceEntry]:
+        return [e for e in self.entries if e.request_id == request_id]
+
+    def drain(self) -> list[TraceEntry]:
+        drained, self.entries = self.entries, []
+        return drained
+
+
+class RunManager:
+    """Owns this process's runs; coordinates with other replicas through the store."""
+
+    def __init__(
+        self, settings: ServerSettings, store: RequestStore, checkpointer: BaseCheckpointSaver[str]
+    ) -> None:
+        self.settings, self.store, self.checkpointer = settings, store, checkpointer
+        self.owner = uuid4().hex
+        self._graphs: dict[str, CompiledStateGraph[Any, Any, Any, Any]] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._wakeups: dict[str, asyncio.Event] = {}
+        self._pause_reasons: dict[str, str] = {}
+
+    def graph(self, spec: ProtocolSpec) -> CompiledStateGraph[Any, Any, Any, Any]:
+        """The protocol's graph with the shared checkpointer, stopping at its pause points."""
+        if spec.id not in self._graphs:
+            self._graphs[spec.id] = spec.compile(self.checkpointer, pausable=True)
+        return self._graphs[spec.id]
+
+    def context_for(self, record: RequestRecord) -> RunContext:
+        """Rebuild a request's Context from its record (works on any replica)."""
+        spec = get_protocol(record.protocol)
+        return spec.make_context(
+            **record.settings, request_id=record.request_id, workspace=self.settings.workspace
+        )
+
+    async def start(
+        self, protocol: str, message: str, *, project_id: str, request_id: str | None, thread_id: str | None,
+        model: str | None, show_tool_outputs: bool,
+    ) -> RequestRecord:  # fmt: skip
+        """Create a request and start its run in the background."""
+        spec = get_protocol(protocol)
+        if not message.strip():
+            raise ConfigurationError("the message is empty: say what the agent should do")
+        chosen = model or self.settings.model
+        if chosen not in self.settings.models():
+            raise ConfigurationError(
+                f"model {chosen!r} is not allowed here; allowed: {sorted(self.settings.models())}"
+            )
+        request_id = request_id or uuid4().hex
+        if await self.store.get(request_id) is not None:
+            raise ConflictError(f"request {request_id!r} already exists; resume it or use a new requestId")
+        settings = {"model": chosen, "project_id": project_id, "show_tool_outputs": show_tool_outputs}
+        record = RequestRecord(
+            request_id=request_id, project_id=project_id, protocol=spec.id, thread_id=thread_id or request_id,
+            status="running", settings=settings, owner=self.owner, heartbeat_at=time.time(),
+        )  # fmt: skip
+        self.context_for(record)  # a bad model spec fails here, before anything is stored
+        await self.store.create(record)
+        graph_input = {"messages": [HumanMessage(message)]}
+        self._launch(record, graph_input, thread_config(record.thread_id))
+        return record
+
+    async def resume(self, record: RequestRecord, phase_index: int | None) -> RequestRecord:
+        """Continue a request from the end of ``phase_index`` (latest when ``None``); earlier = fork."""
+        if record.status == "cancelled":
+            raise ConflictError(f"request {record.request_id!r} was cancelled and cannot be resumed")
+        if record.status == "running" and not self._orphaned(record):
+            raise ConflictError(f"request {record.request_id!r} is still running")
+        graph = self.graph(get_protocol(record.protocol))
+        snapshot, fork = await end_of_phase(graph, record.thread_id, phase_index)
+        if not await self.store.claim(record.request_id, self.owner, (record.status,)):
+            raise ConflictError(f"request {record.request_id!r} changed state meanwhile; try again")
+        checkpoint_id = snapshot.config["configurable"]["checkpoint_id"]
+        resumed = await self._emit(record, Resumed, snapshot.values, checkpoint_id=checkpoint_id,
+                                   from_phase_index=phase_index, fork=fork)  # fmt: skip
+        config = thread_config(record.thread_id, checkpoint_id if fork else None)
+        self._launch(record.model_copy(update={"last_seq": resumed.seq}), None, config)
+        return record
+
+    async def fork(self, origin: RequestRecord, checkpoint_id: str) -> RequestRecord:
+        """Start a new request on ``origin``'s thread, continuing from ``checkpoint_id``."""
+        graph = self.graph(get_protocol(origin.protocol))
+        snapshot = await graph.aget_state(thread_config(origin.thread_id, checkpoint_id))
+        if snapshot.config["configurable"].get("checkpoint_id") != checkpoint_id or not snapshot.values:
+            raise NotFoundError(f"thread {origin.thread_id!r} has no checkpoint {checkpoint_id!r}")
+        if not snapshot.next:
+            raise ConflictError("nothing is left to run from that checkpoint: the run finished there")
+        record = origin.model_copy(
+            update={
+                "request_id": uuid4().hex, "status": "running", "last_seq": 0, "pause_requested": False,
+                "owner": self.owner, "heartbeat_at": time.time(), "created_at": time.time(),
+            }
+        )  # fmt: skip
+        await self.store.create(record)
+        resumed = await self._emit(record, Resumed, snapshot.values, checkpoint_id=checkpoint_id, fork=True)
+        config = thread_config(origin.thread_id, checkpoint_id)
+        self._launch(record.model_copy(update={"last_seq": resumed.seq}), None, config)
+        return record
+
+    async def pause(self, record: RequestRecord, reason: str = "requested") -> None:
+        """Ask a running request to stop at its next pause point."""
+        if record.status != "running":
+            raise ConflictError(f"request {record.request_id!r} is {record.status}, not running")
+        self._pause_reasons[record.request_id] = reason
+        await self.store.update(record.request_id, pause_requested=True)
+
+    async def cancel(self, record: RequestRecord) -> None:
+        """Cancel a request for good: its stream ends with ``cancelled`` and it cannot be resumed."""
+        if record.status == "cancelled":
+            return
+        task = self._tasks.get(record.request_id)
+        if task is not None:
+            task.cancel()  # the driver records the cancellation
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            return
+        await self.store.update(record.request_id, status="cancelled")
+        if record.status != "running":  # paused or finished here: nobody else will say it
+            await self._emit(record, Cancelled, await self._values(record))
+
+    async def follow(self, request_id: str, after_seq: int = 0) -> AsyncIterator[Event]:
+        """Every event after ``after_seq``: the stored ones, then live ones while the run goes on."""
+        wakeup = self._wakeups.setdefault(request_id, asyncio.Event())
+        while True:
+            record = await self.store.get(request_id)
+            if record is None:
+                raise NotFoundError(f"request {request_id!r} does not exist")
+            for event in await self.store.events_after(request_id, after_seq):
+                after_seq = event.seq
+                yield event
+            if record.status != "running" or (self._orphaned(record) and request_id not in self._tasks):
+                return
+            wakeup.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wakeup.wait(), POLL_SECONDS)
+
+    async def watch(self) -> None:
+        """Heartbeat this process's runs and apply pause/cancel requests other replicas stored."""
+        while True:
+            for request_id, task in list(self._tasks.items()):
+                record = await self.store.get(request_id)
+                if record is None:
+                    continue
+                if record.status == "cancelled":
+                    task.cancel()
+                else:
+                    await self.store.update(request_id, heartbeat_at=time.time())
+            await asyncio.sleep(POLL_SECONDS)
+
+    async def shutdown(self) -> None:
+        """Stop local runs at their last checkpoint; they stay resumable."""
+        for request_id, task in list(self._tasks.items()):
+            self._pause_reasons[request_id] = "shutdown"
+            task.cancel()
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+
+    def _launch(self, record: RequestRecord, graph_input: Any, config: RunnableConfig) -> None:
+        task = asyncio.create_task(self._drive(record, graph_input, config), name=f"run-{record.request_id}")
+        self._tasks[record.request_id] = task
+
+    async def _drive(self, record: RequestRecord, graph_input: Any, config: RunnableConfig) -> None:
+        spec = get_protocol(record.protocol)
+        graph, context, traces = self.graph(spec), self.context_for(record), _Buffer()
+        seq = record.last_seq
+        try:
+            while True:
+                async for event in stream_graph(
+                    spec, graph, graph_input, context, config, traces=traces, seq_start=seq
+                ):
+                    await self._store_event(record.request_id, event, traces.drain())
+                    seq = event.seq
+                    if isinstance(event, Final | ErrorEvent):
+                        await self.store.update(
+                            record.request_id, status="completed" if isinstance(event, Final) else "failed"
+                        )
+                        return
+                current = await self.store.get(record.request_id)
+                if current is not None and current.pause_requested:
+                    reason = self._pause_reasons.pop(record.request_id, "requested")
+                    await self._stop(
+                        record.model_copy(update={"last_seq": seq}), "paused", Paused, reason=reason
+                    )
+                    return
+                graph_input, config = None, thread_config(record.thread_id)  # past the pause point
+        except asyncio.CancelledError:
+            reason = self._pause_reasons.pop(record.request_id, "")
+            done = record.model_copy(update={"last_seq": seq})
+            if reason == "shutdown":
+                await self._stop(done, "paused", Paused, reason="shutdown")
+            else:
+                await self._stop(done, "cancelled", Cancelled)
+        finally:
+            self._tasks.pop(record.request_id, None)
+            self._wake(record.request_id)
+
+    async def _stop(
+        self, record: RequestRecord, status: str, event_type: type[EventBase], **fields: Any
+    ) -> None:
+        await self._emit(record, event_type, await self._values(record), **fields)
+        await self.store.update(record.request_id, status=status, pause_requested=False)
+
+    async def _emit(
+        self, record: RequestRecord, event_type: type[EventBase], values: dict[str, Any], **fields: Any
+    ) -> Event:
+        """Record an event the server itself adds, with the protocol's phase fields."""
+        current = await self.store.get(record.request_id)
+        seq = (current.last_seq if current else record.last_seq) + 1
+        meta = get_protocol(record.protocol).event_meta(values)
+        event = event_type(
+            request_id=record.request_id, project_id=record.project_id, protocol=record.protocol, seq=seq,
+            **meta, **fields,
+        )  # fmt: skip
+        await self._store_event(record.request_id, event, [])  # type: ignore[arg-type]
+        return event  # type: ignore[return-value]
+
+    async def _values(self, record: RequestRecord) -> dict[str, Any]:
+        graph = self.graph(get_protocol(record.protocol))
+        return (await graph.aget_state(thread_config(record.thread_id))).values or {}
+
+    async def _store_event(self, request_id: str, event: Event, traces: list[TraceEntry]) -> None:
+        await self.store.record(request_id, event, traces)
+        self._wake(request_id)
+
+    def _wake(self, request_id: str) -> None:
+        if (wakeup := self._wakeups.get(request_id)) is not None:
+            wakeup.set()
+
+    def _orphaned(self, record: RequestRecord) -> bool:
+        return record.status == "running" and time.time() - (record.heartbeat_at or 0) > ORPHAN_SECONDS

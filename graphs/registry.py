@@ -52,7 +52,9 @@ class ProtocolSpec:
         between continuing and pausing there.
         """
         interrupt_after = list(self.pause_after) if pausable else None
-        compiled: CompiledStateGraph = self.load().compile_graph(checkpointer, interrupt_after=interrupt_after)
+        compiled: CompiledStateGraph = self.load().compile_graph(
+            checkpointer, interrupt_after=interrupt_after
+        )
         return compiled
 
     def event_meta(self, values: dict[str, Any]) -> dict[str, Any]:

@@ -33,11 +33,15 @@ class ServerSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="PHASEGRAPH_", extra="ignore")
 
-    model: str = Field(default="scripted:demo", description="Model spec runs use unless a request names another.")
+    model: str = Field(
+        default="scripted:demo", description="Model spec runs use unless a request names another."
+    )
     allowed_models: str = Field(
         default="", description="Comma-separated model specs a request may ask for besides PHASEGRAPH_MODEL."
     )
-    workspace: str = Field(default=".", description="Root of the built-in workspace tools; requests cannot change it.")
+    workspace: str = Field(
+        default=".", description="Root of the built-in workspace tools; requests cannot change it."
+    )
     checkpointer: str = Field(
         default="sqlite:.phasegraph/state.db", description="memory | sqlite:PATH | postgresql://..."
     )

@@ -10,7 +10,7 @@ from langchain_core.messages import BaseMessage, SystemMessage
 from nodes.context import RunContext
 from nodes.emit import Emitter
 from nodes.events import IgnoredToolCall, Phase, PhaseEnd, PhaseStart
-from nodes.state import TriggeredPhaseState, merged, phase_meta
+from nodes.state import TriggeredPhaseState, cycle_index, merged, phase_meta
 from nodes.streaming import StreamOutcome
 
 
@@ -21,6 +21,7 @@ def open_phase(
     update: dict[str, Any] = {
         "phase": phase,
         "phase_index": state["phase_index"] + 1,
+        "cycle_index": cycle_index(phase, state["cycles_used"]),
         "phase_open": False,
         "phase_chunks": 0,
         "phase_cut": False,

@@ -55,6 +55,7 @@ class TriggeredPhaseState(TypedDict):
     duplicate_attempts: int  # refused duplicates this turn
     phase: Phase  # phase the run is in
     phase_index: int  # 1..N, incremented at each phase start
+    cycle_index: int  # tool cycle the current phase belongs to, fixed when the phase opens
     phase_open: bool  # an action phase continues after a refused duplicate
     phase_chunks: int  # model chunks read in the open action phase
     phase_cut: bool  # the open action phase stopped reading a stream early
@@ -78,5 +79,5 @@ def phase_meta(state: TriggeredPhaseState) -> dict[str, Any]:
     return {
         "phase": state["phase"],
         "phase_index": state["phase_index"],
-        "cycle_index": cycle_index(state["phase"], state["cycles_used"]),
+        "cycle_index": state["cycle_index"],
     }

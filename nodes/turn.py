@@ -12,7 +12,7 @@ from nodes.emit import Emitter
 from nodes.errors import ConfigurationError
 from nodes.events import Final
 from nodes.prompts import FALLBACK_ANSWER_HEADER, format_args
-from nodes.state import GatheredResult, TriggeredPhaseState, cycle_index
+from nodes.state import GatheredResult, TriggeredPhaseState
 from nodes.tool_calls import trace_tool_registration
 
 
@@ -32,6 +32,7 @@ def start_turn(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContex
         "duplicate_attempts": 0,
         "phase": "action_phase",
         "phase_index": 0,
+        "cycle_index": 1,
         "phase_open": False,
         "phase_chunks": 0,
         "phase_cut": False,
@@ -53,7 +54,7 @@ def complete_turn(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseCon
         fallback=fallback,
         phase="complete",
         phase_index=state["phase_index"],
-        cycle_index=cycle_index("complete", state["cycles_used"]),
+        cycle_index=state["cycle_index"],
     )
     return {"messages": [AIMessage(answer)], "answer": answer, "fallback": fallback, "phase": "complete"}
 

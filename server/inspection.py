@@ -37,7 +37,7 @@ async def inspect_thread(thread_id: str, checkpoint_id: str | None, console: Con
         await store.close()
     table = Table(title=f"thread {thread_id} ({spec.id}, project {record.project_id})")
     for column in ("step", "checkpoint", "node", "phase", "cycle", "next", "created"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     for info in infos:
         table.add_row(
             str(info.step), info.checkpoint_id, info.node or "(input)", _opt(info.phase_index),

@@ -208,19 +208,20 @@ class RunManager:
     async def _drive(self, record: RequestRecord, graph_input: Any, config: RunnableConfig) -> None:
         spec = get_protocol(record.protocol)
         graph, context, traces = self.graph(spec), self.context_for(record), _Buffer()
-        seq = record.last_seq
+        seq, ended = record.last_seq, ""
         try:
             while True:
+                # Read each segment to its end, so the graph saves its last checkpoint.
                 async for event in stream_graph(
                     spec, graph, graph_input, context, config, traces=traces, seq_start=seq
                 ):
                     await self._store_event(record.request_id, event, traces.drain())
                     seq = event.seq
                     if isinstance(event, Final | ErrorEvent):
-                        await self.store.update(
-                            record.request_id, status="completed" if isinstance(event, Final) else "failed"
-                        )
-                        return
+                        ended = "completed" if isinstance(event, Final) else "failed"
+                if ended:
+                    await self.store.update(record.request_id, status=ended)
+                    return
                 current = await self.store.get(record.request_id)
                 if current is not None and current.pause_requested:
                     reason = self._pause_reasons.pop(record.request_id, "requested")

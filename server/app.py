@@ -85,7 +85,10 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     @app.exception_handler(PhasegraphError)
     async def _phasegraph_error(request: Request, exc: PhasegraphError) -> JSONResponse:
         status = next((code for kind, code in _STATUS.items() if isinstance(exc, kind)), 500)
-        return JSONResponse({"error": exc.kind, "message": str(exc)}, status_code=status)
+        body = {"error": exc.kind, "message": str(exc)}
+        if isinstance(exc, _TwoStageDisabled):
+            body["fallback"] = FALLBACK_ROUTE  # the one switch: clients move to this route
+        return JSONResponse(body, status_code=status)
 
     def caller(request: Request) -> Access:
         return access_for(request, tokens)

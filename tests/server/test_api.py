@@ -53,6 +53,7 @@ def test_flag_off_answers_404_naming_the_fallback(servers):
         response = client.post(TWO_STAGE, json=_body())
         assert response.status_code == 404
         assert "/api/chat/messages" in response.json()["message"]
+        assert response.json()["fallback"] == "/api/chat/messages"
         assert client.post(f"{TWO_STAGE}/resume", json={"requestId": "x"}).status_code == 404
 
 

@@ -109,7 +109,7 @@ class RunManager:
 
     async def resume(self, record: RequestRecord, phase_index: int | None) -> RequestRecord:
         """Continue a request from the end of ``phase_index`` (latest when ``None``); earlier = fork."""
-        if record.status == "cancelled":
+        if record.status == "cancelled" or record.cancel_requested:
             raise ConflictError(f"request {record.request_id!r} was cancelled and cannot be resumed")
         if record.status == "running" and not self._orphaned(record):
             raise ConflictError(f"request {record.request_id!r} is still running")
@@ -160,38 +160,44 @@ class RunManager:
             task.cancel()  # the driver records the cancellation
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            return
-        await self.store.update(record.request_id, status="cancelled")
-        if record.status != "running":  # paused or finished here: nobody else will say it
+        elif record.status == "running" and not self._orphaned(record):
+            await self.store.update(record.request_id, cancel_requested=True)  # its driver stops it
+        else:  # paused, finished or orphaned: nobody else will say it
+            await self.store.update(record.request_id, status="cancelled")
             await self._emit(record, Cancelled, await self._values(record))
 
     async def follow(self, request_id: str, after_seq: int = 0) -> AsyncIterator[Event]:
         """Every event after ``after_seq``: the stored ones, then live ones while the run goes on."""
         wakeup = self._wakeups.setdefault(request_id, asyncio.Event())
-        while True:
-            record = await self.store.get(request_id)
-            if record is None:
-                raise NotFoundError(f"request {request_id!r} does not exist")
-            for event in await self.store.events_after(request_id, after_seq):
-                after_seq = event.seq
-                yield event
-            if record.status != "running" or (self._orphaned(record) and request_id not in self._tasks):
-                return
-            wakeup.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wakeup.wait(), POLL_SECONDS)
+        try:
+            while True:
+                wakeup.clear()  # before reading, so an event stored meanwhile wakes the wait below
+                record = await self.store.get(request_id)
+                if record is None:
+                    raise NotFoundError(f"request {request_id!r} does not exist")
+                for event in await self.store.events_after(request_id, after_seq):
+                    after_seq = event.seq
+                    yield event
+                if record.status != "running" or (self._orphaned(record) and request_id not in self._tasks):
+                    return
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wakeup.wait(), POLL_SECONDS)
+        finally:
+            if request_id not in self._tasks:
+                self._wakeups.pop(request_id, None)
 
     async def watch(self) -> None:
         """Heartbeat this process's runs and apply pause/cancel requests other replicas stored."""
         while True:
-            for request_id, task in list(self._tasks.items()):
-                record = await self.store.get(request_id)
-                if record is None:
-                    continue
-                if record.status == "cancelled":
-                    task.cancel()
-                else:
-                    await self.store.update(request_id, heartbeat_at=time.time())
+            try:
+                for request_id, task in list(self._tasks.items()):
+                    record = await self.store.get(request_id)
+                    if record is not None and (record.status == "cancelled" or record.cancel_requested):
+                        task.cancel()
+                    elif record is not None:
+                        await self.store.update(request_id, heartbeat_at=time.time())
+            except Exception:  # a database hiccup must not end the watcher; the next round retries
+                logger.exception("run watcher round failed")
             await asyncio.sleep(POLL_SECONDS)
 
     async def shutdown(self) -> None:

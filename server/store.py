@@ -33,6 +33,7 @@ requests_table = sa.Table(
     sa.Column("settings", sa.JSON, nullable=False),
     sa.Column("last_seq", sa.Integer, nullable=False, default=0),
     sa.Column("pause_requested", sa.Boolean, nullable=False, default=False),
+    sa.Column("cancel_requested", sa.Boolean, nullable=False, default=False),
     sa.Column("owner", sa.String(100), nullable=True),
     sa.Column("heartbeat_at", sa.Float, nullable=True),
     sa.Column("created_at", sa.Float, nullable=False),
@@ -65,6 +66,7 @@ class RequestRecord(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict)  # Context fields to rebuild the run anywhere
     last_seq: int = 0
     pause_requested: bool = False
+    cancel_requested: bool = False  # set by a replica that does not drive the run; the driver stops it
     owner: str | None = None
     heartbeat_at: float | None = None
     created_at: float = Field(default_factory=time.time)

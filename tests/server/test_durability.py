@@ -86,3 +86,28 @@ def test_pause_on_one_replica_and_resume_on_another(servers, tmp_path: Path):
     assert events[-1].type == "final"
     assert not [e for e in after if e.type == "duplicate_tool_call"]
     assert [t["details"]["name"] for t in trace if t["type"] == "tool_call"] == ["list_files", "read_file"]
+
+
+@pytest.mark.skipif(
+    not os.environ.get("PHASEGRAPH_TEST_POSTGRES_URL"), reason="PHASEGRAPH_TEST_POSTGRES_URL unset"
+)
+def test_cancel_on_another_replica_stops_the_run(servers, tmp_path: Path):
+    env = {
+        "PHASEGRAPH_MODEL": slow_script(tmp_path),
+        "PHASEGRAPH_CHECKPOINTER": os.environ["PHASEGRAPH_TEST_POSTGRES_URL"],
+    }
+    replica_a, replica_b = servers(**env), servers(**env)
+    request_id = f"req-{uuid4().hex}"
+    with httpx.Client(base_url=replica_a.url) as client_a, httpx.Client(base_url=replica_b.url) as client_b:
+
+        def cancel_on_b(event):
+            if event.type == "tool_call":
+                assert client_b.post(f"/api/requests/{request_id}/cancel").status_code == 200
+
+        body = {"message": "Summarise", "projectId": "p", "requestId": request_id}
+        events = stream(client_a, "POST", TWO_STAGE, json=body, on_event=cancel_on_b)
+        assert events[-1].type == "cancelled"
+        assert not [e for e in events if e.type == "final"]
+        assert client_b.get(f"/api/requests/{request_id}").json()["status"] == "cancelled"
+        refused = client_b.post(f"{TWO_STAGE}/resume", json={"requestId": request_id})
+        assert refused.status_code == 409

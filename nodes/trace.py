@@ -6,7 +6,8 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 TraceType = Literal[
     "tool_registration",
@@ -20,7 +21,9 @@ TraceType = Literal[
 
 
 class TraceEntry(BaseModel):
-    """One line of a request's trace."""
+    """One line of a request's trace (wire names in camelCase, like events)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
     type: TraceType
     request_id: str

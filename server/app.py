@@ -242,7 +242,9 @@ def _add_request_routes(app: FastAPI, caller: Caller) -> None:
     ) -> list[dict[str, Any]]:
         manager = _manager(request)
         await _visible(manager, request_id, access)
-        return [entry.model_dump(mode="json") for entry in await manager.store.trace(request_id)]
+        return [
+            entry.model_dump(mode="json", by_alias=True) for entry in await manager.store.trace(request_id)
+        ]
 
     @app.get("/api/requests/{request_id}/stream", response_class=EventSourceResponse)
     async def follow(

@@ -155,6 +155,8 @@ class RunManager:
         """Cancel a request for good: its stream ends with ``cancelled`` and it cannot be resumed."""
         if record.status == "cancelled":
             return
+        if record.status in ("completed", "failed"):
+            raise ConflictError(f"request {record.request_id!r} already {record.status}; nothing to cancel")
         task = self._tasks.get(record.request_id)
         if task is not None:
             task.cancel()  # the driver records the cancellation

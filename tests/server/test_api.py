@@ -32,6 +32,9 @@ def test_two_stage_stream_carries_phase_metadata_on_every_event(servers):
         raw = [t["details"]["output"] for t in trace if t["type"] == "tool_result"]
         assert raw[0] == "docs/roadmap.md\ndocs/team.md"  # raw outputs live in the trace only
         assert all("output" not in e.to_dict() for e in events if e.type == "tool_result")
+        assert {t["requestId"] for t in trace} == {"req-meta"}
+        finished = client.post("/api/requests/req-meta/cancel")
+        assert finished.status_code == 409 and "already completed" in finished.json()["message"]
 
 
 def test_fallback_and_generic_routes(servers):
@@ -113,6 +116,7 @@ def test_cancel_ends_the_stream_and_blocks_resume(servers, tmp_path: Path):
         )
         assert events[-1].type == "cancelled" and events[-1].phase == "action_phase"
         assert client.get("/api/requests/req-cancel").json()["status"] == "cancelled"
+        assert client.post("/api/requests/req-cancel/cancel").status_code == 200  # idempotent
         refused = client.post(f"{TWO_STAGE}/resume", json={"requestId": "req-cancel"})
         assert refused.status_code == 409 and "cancelled" in refused.json()["message"]
 
@@ -196,3 +200,15 @@ def test_tokens_scope_projects(servers):
         assert client.get("/healthz").status_code == 200  # only /api needs a token
     log = server.log.read_text()
     assert "alpha-secret" not in log and "root-secret" not in log
+
+
+def test_a_request_may_name_an_allowed_model(servers, tmp_path: Path):
+    other = tmp_path / "other.json"
+    other.write_text('{"turns": [{"content": "From the other model."}]}', encoding="utf-8")
+    server = servers(PHASEGRAPH_ALLOWED_MODELS=f"scripted:{other}")
+    with httpx.Client(base_url=server.url) as client:
+        chosen = stream(client, "POST", TWO_STAGE, json=_body(model=f"scripted:{other}", requestId="req-m"))
+        assert chosen[-1].answer == "From the other model."
+        assert client.get("/api/requests/req-m").json()["model"] == f"scripted:{other}"
+        default = stream(client, "POST", TWO_STAGE, json=_body())
+        assert "two milestones" in default[-1].answer

@@ -37,6 +37,20 @@ def _resume(server, request_id: str) -> tuple[list, list]:
     return events, trace
 
 
+needs_postgres = pytest.mark.skipif(
+    not os.environ.get("PHASEGRAPH_TEST_POSTGRES_URL"), reason="PHASEGRAPH_TEST_POSTGRES_URL unset"
+)
+
+
+def _two_replicas(servers, tmp_path: Path):
+    """Two servers on the test Postgres, and a fresh request id (the database is shared)."""
+    env = {
+        "PHASEGRAPH_MODEL": slow_script(tmp_path),
+        "PHASEGRAPH_CHECKPOINTER": os.environ["PHASEGRAPH_TEST_POSTGRES_URL"],
+    }
+    return servers(**env), servers(**env), f"req-{uuid4().hex}"
+
+
 def test_sigkill_while_paused_then_restart_and_resume(servers, tmp_path: Path):
     env = {
         "PHASEGRAPH_MODEL": slow_script(tmp_path),
@@ -65,16 +79,9 @@ def test_sigkill_while_paused_then_restart_and_resume(servers, tmp_path: Path):
     } <= kinds
 
 
-@pytest.mark.skipif(
-    not os.environ.get("PHASEGRAPH_TEST_POSTGRES_URL"), reason="PHASEGRAPH_TEST_POSTGRES_URL unset"
-)
+@needs_postgres
 def test_pause_on_one_replica_and_resume_on_another(servers, tmp_path: Path):
-    env = {
-        "PHASEGRAPH_MODEL": slow_script(tmp_path),
-        "PHASEGRAPH_CHECKPOINTER": os.environ["PHASEGRAPH_TEST_POSTGRES_URL"],
-    }
-    replica_a, replica_b = servers(**env), servers(**env)
-    request_id = f"req-{uuid4().hex}"
+    replica_a, replica_b, request_id = _two_replicas(servers, tmp_path)
     before = _run_until_paused(replica_a, request_id)
     with httpx.Client(base_url=replica_b.url) as client:
         assert client.get(f"/api/requests/{request_id}").json()["status"] == "paused"
@@ -88,16 +95,9 @@ def test_pause_on_one_replica_and_resume_on_another(servers, tmp_path: Path):
     assert [t["details"]["name"] for t in trace if t["type"] == "tool_call"] == ["list_files", "read_file"]
 
 
-@pytest.mark.skipif(
-    not os.environ.get("PHASEGRAPH_TEST_POSTGRES_URL"), reason="PHASEGRAPH_TEST_POSTGRES_URL unset"
-)
+@needs_postgres
 def test_cancel_on_another_replica_stops_the_run(servers, tmp_path: Path):
-    env = {
-        "PHASEGRAPH_MODEL": slow_script(tmp_path),
-        "PHASEGRAPH_CHECKPOINTER": os.environ["PHASEGRAPH_TEST_POSTGRES_URL"],
-    }
-    replica_a, replica_b = servers(**env), servers(**env)
-    request_id = f"req-{uuid4().hex}"
+    replica_a, replica_b, request_id = _two_replicas(servers, tmp_path)
     with httpx.Client(base_url=replica_a.url) as client_a, httpx.Client(base_url=replica_b.url) as client_b:
 
         def cancel_on_b(event):

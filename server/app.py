@@ -46,11 +46,16 @@ class ChatRequest(_Body):
     on_disconnect: Literal["stop", "continue"] = "stop"
 
 
-class ResumeRequest(_Body):
-    """Body of the resume route."""
+class ResumeFrom(_Body):
+    """Body of the generic resume route: where to continue (the latest point when omitted)."""
+
+    resume_from_phase_index: int | None = Field(default=None, ge=1)
+
+
+class ResumeRequest(ResumeFrom):
+    """Body of the two-stage resume route."""
 
     request_id: str
-    resume_from_phase_index: int | None = Field(default=None, ge=1)
 
 
 class ForkRequest(_Body):
@@ -117,6 +122,15 @@ def _manager(request: Request) -> RunManager:
     return manager
 
 
+async def _resume(
+    manager: RunManager, request_id: str, phase_index: int | None, access: Access
+) -> RequestRecord:
+    """Start continuing a visible request; its stream follows from the record's last seq."""
+    record = await _visible(manager, request_id, access)
+    await manager.resume(record, phase_index)
+    return record
+
+
 async def _visible(manager: RunManager, request_id: str, access: Access) -> RequestRecord:
     """The request, or 404 when it does not exist or belongs to a project the caller cannot see."""
     record = await manager.store.get(request_id)
@@ -173,10 +187,7 @@ def _add_stream_routes(app: FastAPI, settings: ServerSettings, caller: Caller) -
         body: ResumeRequest, request: Request, access: Annotated[Access, Depends(caller)]
     ) -> RequestRecord:
         _require_two_stage(settings)
-        manager = _manager(request)
-        record = await _visible(manager, body.request_id, access)
-        await manager.resume(record, body.resume_from_phase_index)
-        return record
+        return await _resume(_manager(request), body.request_id, body.resume_from_phase_index, access)
 
     @app.get("/api/protocols")
     async def protocols(access: Annotated[Access, Depends(caller)]) -> list[dict[str, str]]:
@@ -255,6 +266,22 @@ def _add_request_routes(app: FastAPI, caller: Caller) -> None:
         record = await _visible(manager, request_id, access)
         after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
         async for item in _stream(manager, record, after, "continue"):
+            yield item
+
+    async def resumed(
+        request_id: str,
+        request: Request,
+        access: Annotated[Access, Depends(caller)],
+        body: ResumeFrom | None = None,
+    ) -> RequestRecord:
+        phase_index = body.resume_from_phase_index if body else None
+        return await _resume(_manager(request), request_id, phase_index, access)
+
+    @app.post("/api/requests/{request_id}/resume", response_class=EventSourceResponse)
+    async def resume(
+        request: Request, record: Annotated[RequestRecord, Depends(resumed)]
+    ) -> AsyncIterator[ServerSentEvent]:
+        async for item in _stream(_manager(request), record, record.last_seq, "stop"):
             yield item
 
     @app.post("/api/requests/{request_id}/pause", status_code=202)

@@ -132,6 +132,8 @@ def test_resume_from_an_earlier_phase_forks(servers):
         assert resumed[0].seq == done[-1].seq + 1
         assert next(e.phase_index for e in resumed if e.type == "phase_start") == 3
         assert resumed[-1].type == "final"
+        generic = stream(client, "POST", "/api/requests/req-fork/resume", json={"resumeFromPhaseIndex": 4})
+        assert generic[0].type == "resumed" and generic[0].fork is True and generic[-1].type == "final"
         too_far = client.post(
             f"{TWO_STAGE}/resume", json={"requestId": "req-fork", "resumeFromPhaseIndex": 99}
         )
@@ -212,3 +214,22 @@ def test_a_request_may_name_an_allowed_model(servers, tmp_path: Path):
         assert client.get("/api/requests/req-m").json()["model"] == f"scripted:{other}"
         default = stream(client, "POST", TWO_STAGE, json=_body())
         assert "two milestones" in default[-1].answer
+
+
+def test_fallback_runs_pause_and_resume_with_the_flag_off(servers, tmp_path: Path):
+    server = servers(PHASEGRAPH_TWO_STAGE_ENABLED="false", PHASEGRAPH_MODEL=slow_script(tmp_path))
+    with httpx.Client(base_url=server.url) as client:
+
+        def pause_at_first_call(event):
+            if event.type == "tool_call":
+                assert client.post("/api/requests/req-u/pause").status_code == 202
+
+        first = stream(
+            client, "POST", "/api/chat/messages", json=_body(requestId="req-u"), on_event=pause_at_first_call
+        )
+        assert first[-1].type == "paused" and first[-2].type == "tool_result"
+        second = stream(client, "POST", "/api/requests/req-u/resume")
+        assert second[0].type == "resumed" and second[-1].type == "final"
+        events = first + second
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        assert [e.name for e in events if e.type == "tool_call"] == ["list_files", "read_file"]

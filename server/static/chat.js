@@ -1,0 +1,217 @@
+// The chat column and the status chip: turns run events into messages, tool lines and answers.
+// Only the DOM lives here; the request's state (status, ids) is kept by app.js.
+
+import { el, els } from "./dom.js";
+
+// Where the current stream's events are written.
+const current = {
+  turn: null, // the assistant message body
+  text: null, // the text block streamed text is appended to
+  tools: new Map(), // callId -> tool line element
+};
+
+function scrollChat() {
+  els.chat.scrollTop = els.chat.scrollHeight;
+}
+
+function clearPlaceholder() {
+  const empty = els.chat.querySelector(".empty");
+  if (empty) empty.remove();
+}
+
+/** Drop id="answer" from the older answer: #answer is always the latest request's answer. */
+function releaseAnswerId() {
+  const previous = document.getElementById("answer");
+  if (previous) previous.removeAttribute("id");
+}
+
+export function addUserMessage(text) {
+  clearPlaceholder();
+  const msg = el("div", "msg user");
+  msg.append(el("div", "who", "you"), el("div", "body", text));
+  els.chat.append(msg);
+  scrollChat();
+}
+
+/** A new assistant message; events of the current stream are written into it. */
+export function startTurn(label) {
+  clearPlaceholder();
+  releaseAnswerId();
+  const msg = el("div", "msg assistant");
+  msg.append(el("div", "who", label || "assistant"));
+  const body = el("div", "body");
+  msg.append(body);
+  els.chat.append(msg);
+  current.turn = body;
+  current.text = null;
+  current.tools = new Map();
+  scrollChat();
+  return body;
+}
+
+/** Rename the current assistant message (the request went to another route than planned). */
+export function relabelTurn(label) {
+  const who = current.turn && current.turn.parentElement.querySelector(".who");
+  if (who) who.textContent = label;
+}
+
+function turn() {
+  return current.turn || startTurn();
+}
+
+function appendText(text) {
+  if (!current.text) {
+    current.text = el("div", "text streaming");
+    turn().append(current.text);
+  }
+  current.text.append(document.createTextNode(text));
+  scrollChat();
+}
+
+/** Close the streaming text block (it loses its cursor); the next text starts a new block. */
+export function endText() {
+  if (current.text) current.text.classList.remove("streaming");
+  current.text = null;
+}
+
+function block(node) {
+  endText();
+  turn().append(node);
+  scrollChat();
+  return node;
+}
+
+export function noteLine(text, kind) {
+  return block(el("div", `note${kind ? ` ${kind}` : ""}`, text));
+}
+
+export function errorLine(text) {
+  return block(el("div", "note error", text));
+}
+
+function argsText(args) {
+  try {
+    return JSON.stringify(args || {});
+  } catch (_) {
+    return String(args);
+  }
+}
+
+function toolLine(callId, name, args) {
+  const line = el("div", "tool");
+  line.dataset.callId = callId || "";
+  line.dataset.testid = "tool-line";
+  const head = el("div", "tool-head");
+  head.append(
+    el("span", "tool-icon", "⚙"),
+    el("span", "tool-name", name),
+    el("code", "tool-args", argsText(args)),
+    el("span", "tool-status pending", "running…"),
+  );
+  line.append(head);
+  block(line);
+  if (callId) current.tools.set(callId, line);
+  return line;
+}
+
+function toolResult(ev) {
+  // A result whose call we never saw (e.g. after a resume) still gets a line of its own.
+  const line = current.tools.get(ev.callId) || toolLine(ev.callId, ev.name, undefined);
+  const status = line.querySelector(".tool-status");
+  status.className = `tool-status ${ev.status === "ok" ? "ok" : "failed"}`;
+  const ms = typeof ev.durationMs === "number" ? ` · ${Math.round(ev.durationMs)} ms` : "";
+  status.textContent = `${ev.status}${ms}`;
+  if (ev.error) line.append(el("div", "tool-error", ev.error));
+  if (typeof ev.output === "string") {
+    const output = el("pre", "tool-output", ev.output);
+    output.dataset.testid = "tool-output";
+    line.append(output);
+  }
+  endText();
+  scrollChat();
+}
+
+function showFinal(ev) {
+  endText();
+  releaseAnswerId();
+  const box = el("div", "answer");
+  box.id = "answer";
+  box.dataset.testid = "answer";
+  box.append(
+    el("div", "answer-label", ev.fallback ? "Final answer (fallback, built from tool results)" : "Final answer"),
+    el("div", "answer-text", ev.answer),
+  );
+  turn().append(box);
+  scrollChat();
+}
+
+// ---------------------------------------------------------------- status chip
+
+export function setChip(text, kind) {
+  els.status.textContent = text;
+  els.status.dataset.state = kind;
+}
+
+/** The chip state for a request status from the server. */
+export function chipFor(status) {
+  return { completed: "done", failed: "error" }[status] || status || "idle";
+}
+
+function phaseLabel(ev) {
+  if (!ev.phase) return "running";
+  const name = { action_phase: "action phase", tool_phase: "tool phase", complete: "complete" }[ev.phase] || ev.phase;
+  let label = ev.phaseIndex != null ? `${name} #${ev.phaseIndex}` : name;
+  if (ev.cycleIndex != null) label += ` (cycle ${ev.cycleIndex})`;
+  if (ev.final) label += " · final";
+  return label;
+}
+
+// ---------------------------------------------------------------- events
+
+function resumedText(ev) {
+  if (!ev.fork) return `resumed from checkpoint ${ev.checkpointId}`;
+  const where = ev.fromPhaseIndex != null ? ` (end of phase ${ev.fromPhaseIndex})` : "";
+  return `forked from checkpoint ${ev.checkpointId}${where}`;
+}
+
+// How each event type shows up in the chat and the chip; unknown types are ignored.
+const RENDER = {
+  phase_start: (ev) => setChip(phaseLabel(ev), "running"),
+  phase_end: () => endText(),
+  text: (ev) => appendText(ev.text),
+  tool_call: (ev) => toolLine(ev.callId, ev.name, ev.args),
+  tool_result: (ev) => toolResult(ev),
+  duplicate_tool_call: (ev) =>
+    noteLine(`duplicate call refused: ${ev.name} ${argsText(ev.args)} (attempt ${ev.attempts} of ${ev.limit})`, "warn"),
+  ignored_tool_call: (ev) => noteLine(`tool call ignored (${ev.reason}): ${ev.name} ${argsText(ev.args)}`),
+  budget_exhausted: (ev) => noteLine(`budget exhausted: ${ev.budget} (${ev.used} of ${ev.limit})`, "warn"),
+  final: (ev) => {
+    showFinal(ev);
+    setChip("done", "done");
+  },
+  paused: (ev) => {
+    noteLine(`paused (${ev.reason})${ev.phase ? ` after ${phaseLabel(ev)}` : ""}; press Resume to continue`, "pause");
+    setChip("paused", "paused");
+  },
+  resumed: (ev) => {
+    noteLine(resumedText(ev));
+    setChip(ev.fork ? "forked" : "resumed", "running");
+  },
+  cancelled: () => {
+    noteLine("cancelled", "error");
+    setChip("cancelled", "cancelled");
+  },
+  error: (ev) => {
+    errorLine(`${ev.kind}: ${ev.message}`);
+    setChip("error", "error");
+  },
+};
+
+/** Show one run event in the chat and the status chip. */
+export function renderEvent(ev) {
+  if (!ev.phase && ["text", "tool_call", "tool_result"].includes(ev.type) && els.status.dataset.state === "running") {
+    setChip("running", "running"); // protocols without phases (unified) say no more than that
+  }
+  const render = Object.hasOwn(RENDER, ev.type) ? RENDER[ev.type] : null;
+  if (render) render(ev);
+}

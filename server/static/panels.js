@@ -1,0 +1,114 @@
+// The side panels: a request's trace and a thread's checkpoint timeline (with a Fork per row).
+
+import { api, enc } from "./api.js";
+import { el, els } from "./dom.js";
+
+function shortJson(value, max) {
+  const text = JSON.stringify(value);
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+// ---------------------------------------------------------------- trace
+
+function traceItem(entry) {
+  const item = el("li", "trace-entry");
+  item.dataset.type = entry.type;
+  item.dataset.testid = "trace-entry";
+  // Collapsed to one line; the full details open on click.
+  const details = el("details");
+  const summary = el("summary");
+  summary.append(el("span", "trace-type", entry.type), el("span", "trace-preview", shortJson(entry.details || {}, 90)));
+  details.append(summary, el("pre", "trace-details", JSON.stringify(entry.details || {}, null, 2)));
+  if (entry.ts) item.title = entry.ts;
+  item.append(details);
+  return item;
+}
+
+/** Load the request's trace into the trace panel. */
+export async function loadTrace(requestId) {
+  if (!requestId) return;
+  els.traceRequest.textContent = `· ${requestId}`;
+  els.trace.replaceChildren(el("p", "hint", "loading…"));
+  let entries;
+  try {
+    entries = await api("GET", `/api/requests/${enc(requestId)}/trace`);
+  } catch (err) {
+    els.trace.replaceChildren(el("p", "note error", `trace failed: ${err.message}`));
+    return;
+  }
+  if (!entries.length) {
+    els.trace.replaceChildren(el("p", "hint", "no trace entries yet"));
+    return;
+  }
+  const list = el("ol", "trace-list");
+  list.append(...entries.map(traceItem));
+  els.trace.replaceChildren(list);
+}
+
+// ---------------------------------------------------------------- checkpoints
+
+function forkButton(row, onFork) {
+  const button = el("button", "fork", "Fork");
+  button.type = "button";
+  // A checkpoint with nothing next is the end of the run: forking it would do nothing.
+  button.dataset.ended = String(!(row.next && row.next.length));
+  button.title = button.dataset.ended === "true" ? "the run finished here: nothing to fork" : "continue a new request from here";
+  button.addEventListener("click", () => onFork(row.checkpointId));
+  return button;
+}
+
+function checkpointRow(row, onFork) {
+  const tr = el("tr", "checkpoint-row");
+  tr.dataset.checkpointId = row.checkpointId;
+  tr.dataset.testid = "checkpoint-row";
+  tr.title = `${row.checkpointId}${row.createdAt ? `\n${row.createdAt}` : ""}`;
+  const phase = row.phaseIndex == null ? "" : `#${row.phaseIndex}${row.cycleIndex == null ? "" : ` (c${row.cycleIndex})`}`;
+  tr.append(
+    el("td", "num", row.step == null ? "" : String(row.step)),
+    el("td", "node", row.node || "(input)"),
+    el("td", "", phase),
+    el("td", "next", row.next && row.next.length ? row.next.join(", ") : "(end)"),
+  );
+  const cell = el("td");
+  cell.append(forkButton(row, onFork));
+  tr.append(cell);
+  return tr;
+}
+
+function checkpointTable(rows, onFork) {
+  const table = el("table", "checkpoint-table");
+  const head = el("tr");
+  for (const title of ["step", "node", "phase", "next", ""]) head.append(el("th", `col-${title || "fork"}`, title));
+  table.append(el("thead"));
+  table.tHead.append(head);
+  const tbody = el("tbody");
+  tbody.append(...rows.map((row) => checkpointRow(row, onFork)));
+  table.append(tbody);
+  return table;
+}
+
+/**
+ * Load the thread's checkpoint timeline into its panel; a row's Fork button calls
+ * onFork(checkpointId). Returns true when the table was drawn.
+ */
+export async function loadCheckpoints(threadId, onFork) {
+  if (!threadId) return false;
+  els.checkpointsThread.textContent = `· ${threadId}`;
+  els.checkpoints.replaceChildren(el("p", "hint", "loading…"));
+  let rows;
+  try {
+    rows = await api("GET", `/api/threads/${enc(threadId)}/checkpoints`);
+  } catch (err) {
+    els.checkpoints.replaceChildren(el("p", "note error", `checkpoints failed: ${err.message}`));
+    return false;
+  }
+  els.checkpoints.replaceChildren(checkpointTable(rows, onFork));
+  return true;
+}
+
+/** Fork buttons work only while nothing streams, and never on a checkpoint that ended the run. */
+export function enableForks(streaming) {
+  for (const button of els.checkpoints.querySelectorAll("button.fork")) {
+    button.disabled = streaming || button.dataset.ended === "true";
+  }
+}

@@ -3,46 +3,40 @@ cancel, checkpoints (with a fork), the trace panel, and the switch to the fallba
 
 from __future__ import annotations
 
-import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright
+from playwright.sync_api import Page, expect, sync_playwright
+
+from tests.server.conftest import slow_script
 
 CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOT = Path("/tmp/phasegraph-page.png")
-FALLBACK_SCREENSHOT = Path("/tmp/phasegraph-page-fallback.png")
 ANSWER = "The roadmap has two milestones."
 WAIT = 20_000  # ms, for anything that waits on the model
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (CI installs it)")
 
 
-def slow_script(tmp_path: Path) -> str:
-    """A scripted model slow enough (150 ms per chunk) to click Pause while it runs."""
-    script = {
-        "turns": [
-            {"content": "Let me look.", "tool_calls": [{"name": "list_files", "args": {"path": "docs"}}]},
-            {
-                "content": "Reading it.",
-                "tool_calls": [{"name": "read_file", "args": {"path": "docs/roadmap.md"}}],
-            },
-            {"content": ANSWER},
-        ],
-        "chunk_delay_ms": 150,
-    }
-    path = tmp_path / "slow-script.json"
-    path.write_text(json.dumps(script))
-    return f"scripted:{path}"
-
-
-def launch(pw: Playwright) -> Browser:
-    return pw.chromium.launch(
-        executable_path=str(CHROMIUM),
-        args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-    )
+@contextmanager
+def open_page() -> Iterator[Page]:
+    """A fresh page in Debian's headless Chromium; any uncaught page error fails the test."""
+    errors: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 960})
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            yield page
+        finally:
+            browser.close()
+    assert errors == [], errors
 
 
 def send(page: Page, message: str) -> None:
@@ -56,119 +50,103 @@ def expect_done(page: Page) -> None:
 
 
 def test_page_drives_a_run_end_to_end(servers: Any, tmp_path: Path) -> None:
-    server = servers(PHASEGRAPH_MODEL=slow_script(tmp_path))
-    errors: list[str] = []
-    with sync_playwright() as pw:
-        browser = launch(pw)
-        try:
-            page = browser.new_page(viewport={"width": 1440, "height": 960})
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(server.url)
-            chat, status = page.locator("#chat"), page.locator("#status")
+    server = servers(PHASEGRAPH_MODEL=slow_script(tmp_path, delay_ms=150))
+    with open_page() as page:
+        page.goto(server.url)
+        chat, status = page.locator("#chat"), page.locator("#status")
 
-            # The picker is filled from /api/protocols.
-            expect(page.locator("#protocol option[value='triggered_phase']")).to_have_count(1)
-            page.locator("#protocol").select_option("triggered_phase")
-            expect(page.locator("#protocol-summary")).to_contain_text("Action phase")
-            expect(page.locator("#project-id")).to_have_value("default")
+        # The picker is filled from /api/protocols.
+        expect(page.locator("#protocol option[value='triggered_phase']")).to_have_count(1)
+        page.locator("#protocol").select_option("triggered_phase")
+        expect(page.locator("#protocol-summary")).to_contain_text("Action phase")
+        expect(page.locator("#project-id")).to_have_value("default")
 
-            # 1. Streamed text shows up live, tool calls as compact lines, then the final answer.
-            send(page, "What is on the roadmap?")
-            expect(chat.locator(".text").first).to_contain_text("Let me look.", timeout=WAIT)
-            expect(page.locator("#answer")).to_have_count(0)  # still streaming: no answer yet
-            expect(status).to_contain_text(re.compile(r"(action|tool) phase #\d+ \(cycle \d\)"))
-            expect_done(page)
-            first_turn = chat.locator(".msg.assistant").last
-            expect(first_turn.locator(".tool").first).to_contain_text('list_files{"path":"docs"}ok')
-            expect(first_turn.locator(".tool-output")).to_have_count(0)
+        # 1. Streamed text shows up live, tool calls as compact lines, then the final answer.
+        send(page, "What is on the roadmap?")
+        expect(chat.locator(".text").first).to_contain_text("Let me look.", timeout=WAIT)
+        expect(page.locator("#answer")).to_have_count(0)  # still streaming: no answer yet
+        expect(status).to_contain_text(re.compile(r"(action|tool) phase #\d+ \(cycle \d\)"))
+        expect_done(page)
+        first_turn = chat.locator(".msg.assistant").last
+        expect(first_turn.locator(".tool").first).to_contain_text('list_files{"path":"docs"}ok')
+        expect(first_turn.locator(".tool-output")).to_have_count(0)
 
-            # 2. With "Show tool outputs" the tool output appears in the chat.
-            page.locator("#show-tool-outputs").check()
-            send(page, "And with the tool outputs?")
-            turn = chat.locator(".msg.assistant").last
-            expect(turn.locator(".tool-output").first).to_contain_text("docs/roadmap.md", timeout=WAIT)
-            expect_done(page)
-            expect(turn.locator(".tool-output").nth(1)).to_contain_text("Milestone 1")
+        # 2. With "Show tool outputs" the tool output appears in the chat.
+        page.locator("#show-tool-outputs").check()
+        send(page, "And with the tool outputs?")
+        turn = chat.locator(".msg.assistant").last
+        expect(turn.locator(".tool-output").first).to_contain_text("docs/roadmap.md", timeout=WAIT)
+        expect_done(page)
+        expect(turn.locator(".tool-output").nth(1)).to_contain_text("Milestone 1")
 
-            # 3. Pause at the next pause point, then resume to the end.
-            send(page, "Pause this one, please.")
-            expect(chat.locator(".msg.assistant").last).to_contain_text("Let me look.", timeout=WAIT)
-            page.locator("#pause").click()
-            expect(status).to_have_text("paused", timeout=WAIT)
-            expect(chat).to_contain_text("paused (requested)")
-            expect(page.locator("#resume")).to_be_enabled()
-            page.locator("#resume").click()
-            expect(chat).to_contain_text("resumed from checkpoint", timeout=WAIT)
-            expect_done(page)
-            expect(page.locator("#resume")).to_be_disabled()
+        # 3. Pause at the next pause point, then resume to the end.
+        send(page, "Pause this one, please.")
+        expect(chat.locator(".msg.assistant").last).to_contain_text("Let me look.", timeout=WAIT)
+        page.locator("#pause").click()
+        expect(status).to_have_text("paused", timeout=WAIT)
+        expect(chat).to_contain_text("paused (requested)")
+        expect(page.locator("#resume")).to_be_enabled()
+        page.locator("#resume").click()
+        expect(chat).to_contain_text("resumed from checkpoint", timeout=WAIT)
+        expect_done(page)
+        expect(page.locator("#resume")).to_be_disabled()
 
-            # 4. The thread's checkpoint timeline; fork right before the first tool phase.
-            page.locator("#checkpoints-button").click()
-            rows = page.locator("#checkpoints [data-testid='checkpoint-row']")
-            expect(rows.first).to_be_visible(timeout=WAIT)
-            assert rows.count() > 5
-            expect(rows.filter(has_text="(input)").first).to_contain_text("__start__")
-            before_tool = rows.filter(has=page.locator("td", has_text=re.compile(r"^tool_phase$"))).first
-            expect(before_tool).to_contain_text("action_phase")
-            paused_request = page.locator("#request-info").text_content()
-            before_tool.get_by_role("button", name="Fork").click()
-            expect(chat).to_contain_text("forked from checkpoint", timeout=WAIT)
-            expect_done(page)
-            expect(page.locator("#request-info")).not_to_have_text(paused_request or "")
+        # 4. The thread's checkpoint timeline; fork right before the first tool phase.
+        page.locator("#checkpoints-button").click()
+        rows = page.locator("#checkpoints [data-testid='checkpoint-row']")
+        expect(rows.first).to_be_visible(timeout=WAIT)
+        assert rows.count() > 5
+        expect(rows.filter(has_text="(input)").first).to_contain_text("__start__")
+        before_tool = rows.filter(has=page.locator("td", has_text=re.compile(r"^tool_phase$"))).first
+        expect(before_tool).to_contain_text("action_phase")
+        paused_request = page.locator("#request-info").text_content()
+        before_tool.get_by_role("button", name="Fork").click()
+        expect(chat).to_contain_text("forked from checkpoint", timeout=WAIT)
+        expect_done(page)
+        expect(page.locator("#request-info")).not_to_have_text(paused_request or "")
 
-            # 5. The trace of the (forked) request.
-            page.locator("#trace-button").click()
-            entries = page.locator("#trace [data-testid='trace-entry']")
-            expect(entries.first).to_be_visible(timeout=WAIT)
-            expect(page.locator("#trace [data-type='tool_result']").first).to_contain_text("list_files")
-            call = page.locator("#trace [data-type='tool_call']").first
-            call.locator("summary").click()
-            expect(call.locator(".trace-details")).to_contain_text('"call_id"')
+        # 5. The trace of the (forked) request.
+        page.locator("#trace-button").click()
+        entries = page.locator("#trace [data-testid='trace-entry']")
+        expect(entries.first).to_be_visible(timeout=WAIT)
+        expect(page.locator("#trace [data-type='tool_result']").first).to_contain_text("list_files")
+        call = page.locator("#trace [data-type='tool_call']").first
+        call.locator("summary").click()
+        expect(call.locator(".trace-details")).to_contain_text('"call_id"')
 
-            # 6. Cancel a running request.
-            send(page, "Cancel this one.")
-            expect(chat.locator(".msg.assistant").last).to_contain_text("Let me look.", timeout=WAIT)
-            page.locator("#cancel").click()
-            expect(status).to_have_text("cancelled", timeout=WAIT)
-            expect(page.locator("#cancel")).to_be_disabled()
-            expect(page.locator("#send")).to_be_enabled()
+        # 6. Cancel a running request.
+        send(page, "Cancel this one.")
+        expect(chat.locator(".msg.assistant").last).to_contain_text("Let me look.", timeout=WAIT)
+        page.locator("#cancel").click()
+        expect(status).to_have_text("cancelled", timeout=WAIT)
+        expect(page.locator("#cancel")).to_be_disabled()
+        expect(page.locator("#send")).to_be_enabled()
 
-            page.screenshot(path=str(SCREENSHOT), full_page=True)
-        finally:
-            browser.close()
-    assert errors == [], errors
+        page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
 
 
-def test_page_switches_to_the_fallback_route(servers: Any) -> None:
+def test_page_switches_to_the_fallback_route(servers: Any, tmp_path: Path) -> None:
     """With the two-stage route off, a triggered_phase chat goes to /api/chat/messages (unified)."""
     server = servers(PHASEGRAPH_TWO_STAGE_ENABLED="false")
-    errors: list[str] = []
-    with sync_playwright() as pw:
-        browser = launch(pw)
-        try:
-            page = browser.new_page(viewport={"width": 1440, "height": 960})
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            routes: list[str] = []
-            page.on("request", lambda request: routes.append(request.url.removeprefix(server.url)))
-            page.goto(server.url)
-            expect(page.locator("#protocol option[value='triggered_phase']")).to_have_count(1)
-            page.locator("#protocol").select_option("triggered_phase")
-            notice = page.locator("[data-testid='route-notice']")
+    with open_page() as page:
+        routes: list[str] = []
+        page.on("request", lambda request: routes.append(request.url.removeprefix(server.url)))
+        page.goto(server.url)
+        expect(page.locator("#protocol option[value='triggered_phase']")).to_have_count(1)
+        page.locator("#protocol").select_option("triggered_phase")
+        notice = page.locator("[data-testid='route-notice']")
 
-            send(page, "What is on the roadmap?")
-            expect(notice).to_have_text("two-stage route is off; using the fallback /api/chat/messages")
-            expect_done(page)
-            expect(page.locator("#chat .note.error")).to_have_count(0)
+        send(page, "What is on the roadmap?")
+        expect(notice).to_have_text("two-stage route is off; using the fallback /api/chat/messages")
+        expect_done(page)
+        expect(page.locator("#chat .note.error")).to_have_count(0)
 
-            # Later triggered_phase chats go straight to the fallback: no second notice.
-            send(page, "And again?")
-            expect_done(page)
-            expect(page.locator("#chat [data-testid='answer']")).to_have_count(2)
-            expect(notice).to_have_count(1)
-            posted = [route for route in routes if route.startswith("/api/chat/")]
-            assert posted == ["/api/chat/messages_two_stage", "/api/chat/messages", "/api/chat/messages"]
+        # Later triggered_phase chats go straight to the fallback: no second notice.
+        send(page, "And again?")
+        expect_done(page)
+        expect(page.locator("#chat [data-testid='answer']")).to_have_count(2)
+        expect(notice).to_have_count(1)
+        posted = [route for route in routes if route.startswith("/api/chat/")]
+        assert posted == ["/api/chat/messages_two_stage", "/api/chat/messages", "/api/chat/messages"]
 
-            page.screenshot(path=str(FALLBACK_SCREENSHOT), full_page=True)
-        finally:
-            browser.close()
-    assert errors == [], errors
+        page.screenshot(path=str(tmp_path / "page-fallback.png"), full_page=True)

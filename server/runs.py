@@ -227,6 +227,7 @@ class RunManager:
                     seq = event.seq
                     if isinstance(event, Final | ErrorEvent):
                         ended = "completed" if isinstance(event, Final) else "failed"
+                await self.store.append_traces(record.request_id, traces.drain())
                 if ended:
                     await self.store.update(record.request_id, status=ended)
                     return
@@ -239,6 +240,7 @@ class RunManager:
                     return
                 graph_input, config = None, thread_config(record.thread_id)  # past the pause point
         except asyncio.CancelledError:
+            await self.store.append_traces(record.request_id, traces.drain())
             reason = self._pause_reasons.pop(record.request_id, "")
             done = record.model_copy(update={"last_seq": seq})
             if reason == "shutdown":

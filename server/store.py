@@ -174,6 +174,16 @@ class RequestStore:
                 .values(last_seq=event.seq, updated_at=time.time())
             )
 
+    async def append_traces(self, request_id: str, traces: list[TraceEntry]) -> None:
+        """Append trace entries that came after the last event of a run segment."""
+        if not traces:
+            return
+        async with self._guard, self.engine.begin() as conn:
+            await conn.execute(
+                traces_table.insert(),
+                [{"request_id": request_id, "data": t.model_dump_json()} for t in traces],
+            )
+
     async def events_after(self, request_id: str, seq: int) -> list[Event]:
         """Events of a request with ``seq`` greater than ``seq``, in order."""
         query = (

@@ -101,6 +101,8 @@ def test_pause_then_resume_continues_seq_without_rerunning_tools(servers, tmp_pa
             "list_files",
             "read_file",
         ]
+        kinds = [t["type"] for t in trace]
+        assert kinds.count("orchestration_phase_start") == kinds.count("orchestration_phase_end") == 5
 
 
 def test_cancel_ends_the_stream_and_blocks_resume(servers, tmp_path: Path):

@@ -96,6 +96,8 @@ class RunManager:
         request_id = request_id or uuid4().hex
         if await self.store.get(request_id) is not None:
             raise ConflictError(f"request {request_id!r} already exists; resume it or use a new requestId")
+        if thread_id is not None:
+            await self._check_thread(thread_id, spec.id, project_id)
         settings = {"model": chosen, "project_id": project_id, "show_tool_outputs": show_tool_outputs}
         record = RequestRecord(
             request_id=request_id, project_id=project_id, protocol=spec.id, thread_id=thread_id or request_id,
@@ -106,6 +108,18 @@ class RunManager:
         graph_input = {"messages": [HumanMessage(message)]}
         self._launch(record, graph_input, thread_config(record.thread_id))
         return record
+
+    async def _check_thread(self, thread_id: str, protocol: str, project_id: str) -> None:
+        """A new turn may join a thread only of its own project and protocol, and not while it runs."""
+        first = await self.store.for_thread(thread_id)
+        if first is None:
+            return
+        if first.project_id != project_id:
+            raise NotFoundError(f"thread {thread_id!r} does not exist in project {project_id!r}")
+        if first.protocol != protocol:
+            raise ConflictError(f"thread {thread_id!r} belongs to protocol {first.protocol!r}")
+        if await self.store.thread_busy(thread_id):
+            raise ConflictError(f"thread {thread_id!r} has a request running; wait, pause or cancel it first")
 
     async def resume(self, record: RequestRecord, phase_index: int | None) -> RequestRecord:
         """Continue a request from the end of ``phase_index`` (latest when ``None``); earlier = fork."""

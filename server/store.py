@@ -139,6 +139,14 @@ class RequestStore:
             row = (await conn.execute(query)).first()
         return RequestRecord.model_validate(dict(row._mapping)) if row else None
 
+    async def thread_busy(self, thread_id: str) -> bool:
+        """True while a request of the thread is running."""
+        query = sa.select(sa.func.count()).where(
+            requests_table.c.thread_id == thread_id, requests_table.c.status == "running"
+        )
+        async with self._guard, self.engine.connect() as conn:
+            return bool((await conn.execute(query)).scalar())
+
     async def update(self, request_id: str, **fields: Any) -> None:
         """Change fields of a request."""
         fields["updated_at"] = time.time()

@@ -235,3 +235,18 @@ def test_fallback_runs_pause_and_resume_with_the_flag_off(servers, tmp_path: Pat
         events = first + second
         assert [e.seq for e in events] == list(range(1, len(events) + 1))
         assert [e.name for e in events if e.type == "tool_call"] == ["list_files", "read_file"]
+
+
+def test_threads_carry_a_conversation_and_stay_in_their_project(servers):
+    server = servers()
+    with httpx.Client(base_url=server.url) as client:
+        stream(client, "POST", TWO_STAGE, json=_body(requestId="turn-1", threadId="chat-1"))
+        second = stream(client, "POST", TWO_STAGE, json=_body(requestId="turn-2", threadId="chat-1"))
+        assert second[-1].type == "final"
+        values = client.get("/api/threads/chat-1/checkpoints").json()[-1]
+        state = client.get(f"/api/threads/chat-1/checkpoints/{values['checkpointId']}").json()["values"]
+        assert [m["kwargs"]["type"] for m in state["messages"]] == ["human", "ai", "human", "ai"]
+        other_project = client.post(TWO_STAGE, json=_body(projectId="other", threadId="chat-1"))
+        assert other_project.status_code == 404
+        other_protocol = client.post("/api/chat/messages", json=_body(threadId="chat-1"))
+        assert other_protocol.status_code == 409

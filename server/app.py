@@ -34,13 +34,17 @@ class _Body(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
 
+#: Ids appear in URL paths, so they are kept to URL-safe characters.
+Identifier = Annotated[str, Field(pattern=r"^[A-Za-z0-9._:-]{1,200}$")]
+
+
 class ChatRequest(_Body):
     """Body of every streaming route."""
 
     message: str = Field(min_length=1)
-    project_id: str = "default"
-    request_id: str | None = None
-    thread_id: str | None = None
+    project_id: Identifier = "default"
+    request_id: Identifier | None = None
+    thread_id: Identifier | None = None
     model: str | None = None
     show_tool_outputs: bool = False
     on_disconnect: Literal["stop", "continue"] = "stop"
@@ -55,7 +59,7 @@ class ResumeFrom(_Body):
 class ResumeRequest(ResumeFrom):
     """Body of the two-stage resume route."""
 
-    request_id: str
+    request_id: Identifier
 
 
 class ForkRequest(_Body):

@@ -65,6 +65,7 @@ def test_bad_input_is_refused_before_streaming(servers):
     with httpx.Client(base_url=server.url) as client:
         assert client.post(TWO_STAGE, json={"message": "  "}).status_code == 400
         assert client.post(TWO_STAGE, json={"message": "x", "bogus": 1}).status_code == 422
+        assert client.post(TWO_STAGE, json={"message": "x", "requestId": "a/b"}).status_code == 422
         assert client.post("/api/runs/nope/stream", json={"message": "x"}).status_code == 404
         refused = client.post(TWO_STAGE, json=_body(model="openai:gpt-4o"))
         assert refused.status_code == 400 and "not allowed" in refused.json()["message"]

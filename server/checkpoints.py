@@ -67,13 +67,27 @@ async def timeline(
     return infos
 
 
+async def snapshot_at(
+    graph: CompiledStateGraph[Any, Any, Any, Any], thread_id: str, checkpoint_id: str
+) -> StateSnapshot:
+    """One checkpoint of the thread, or NotFoundError."""
+    snap = await graph.aget_state(thread_config(thread_id, checkpoint_id))
+    if snap.config["configurable"].get("checkpoint_id") != checkpoint_id or not (snap.values or snap.next):
+        raise NotFoundError(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}")
+    return snap
+
+
+def require_next(snapshot: StateSnapshot) -> None:
+    """Refuse to continue from a checkpoint where the run had already finished."""
+    if not snapshot.next:
+        raise ConflictError("nothing is left to run from that point: the run finished there")
+
+
 async def checkpoint_values(
     graph: CompiledStateGraph[Any, Any, Any, Any], thread_id: str, checkpoint_id: str
 ) -> dict[str, Any]:
     """The state values saved in one checkpoint, as JSON-safe data."""
-    snap = await graph.aget_state(thread_config(thread_id, checkpoint_id))
-    if not snap.values and not snap.next:
-        raise NotFoundError(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}")
+    snap = await snapshot_at(graph, thread_id, checkpoint_id)
     return {"checkpointId": checkpoint_id, "next": list(snap.next), "values": dumpd(snap.values)}
 
 
@@ -95,7 +109,6 @@ async def end_of_phase(
         if not matching:
             raise NotFoundError(f"the run never reached phase {phase_index}")
         chosen = matching[-1]
-    if not chosen.next:
-        raise ConflictError("nothing is left to run from that point: the run finished there")
+    require_next(chosen)
     fork = chosen.config["configurable"]["checkpoint_id"] != latest.config["configurable"]["checkpoint_id"]
     return chosen, fork

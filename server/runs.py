@@ -26,7 +26,7 @@ from nodes.errors import ConfigurationError, ConflictError, NotFoundError
 from nodes.events import Cancelled, ErrorEvent, Event, EventBase, Final, Paused, Resumed
 from nodes.settings import ServerSettings
 from nodes.trace import TraceEntry
-from server.checkpoints import end_of_phase, thread_config
+from server.checkpoints import end_of_phase, require_next, snapshot_at, thread_config
 from server.store import RequestRecord, RequestStore
 
 logger = logging.getLogger(__name__)
@@ -99,15 +99,21 @@ class RunManager:
         if thread_id is not None:
             await self._check_thread(thread_id, spec.id, project_id)
         settings = {"model": chosen, "project_id": project_id, "show_tool_outputs": show_tool_outputs}
-        record = RequestRecord(
-            request_id=request_id, project_id=project_id, protocol=spec.id, thread_id=thread_id or request_id,
-            status="running", settings=settings, owner=self.owner, heartbeat_at=time.time(),
-        )  # fmt: skip
+        record = self._new_record(request_id, project_id, spec.id, thread_id or request_id, settings)
         self.context_for(record)  # a bad model spec fails here, before anything is stored
         await self.store.create(record)
         graph_input = {"messages": [HumanMessage(message)]}
         self._launch(record, graph_input, thread_config(record.thread_id))
         return record
+
+    def _new_record(
+        self, request_id: str, project_id: str, protocol: str, thread_id: str, settings: dict[str, Any]
+    ) -> RequestRecord:
+        """A running request owned by this process."""
+        return RequestRecord(
+            request_id=request_id, project_id=project_id, protocol=protocol, thread_id=thread_id,
+            status="running", settings=settings, owner=self.owner, heartbeat_at=time.time(),
+        )  # fmt: skip
 
     async def _check_thread(self, thread_id: str, protocol: str, project_id: str) -> None:
         """A new turn may join a thread only of its own project and protocol, and not while it runs."""
@@ -141,17 +147,12 @@ class RunManager:
     async def fork(self, origin: RequestRecord, checkpoint_id: str) -> RequestRecord:
         """Start a new request on ``origin``'s thread, continuing from ``checkpoint_id``."""
         graph = self.graph(get_protocol(origin.protocol))
-        snapshot = await graph.aget_state(thread_config(origin.thread_id, checkpoint_id))
-        if snapshot.config["configurable"].get("checkpoint_id") != checkpoint_id or not snapshot.values:
-            raise NotFoundError(f"thread {origin.thread_id!r} has no checkpoint {checkpoint_id!r}")
-        if not snapshot.next:
-            raise ConflictError("nothing is left to run from that checkpoint: the run finished there")
-        record = origin.model_copy(
-            update={
-                "request_id": uuid4().hex, "status": "running", "last_seq": 0, "pause_requested": False,
-                "owner": self.owner, "heartbeat_at": time.time(), "created_at": time.time(),
-            }
-        )  # fmt: skip
+        snapshot = await snapshot_at(graph, origin.thread_id, checkpoint_id)
+        require_next(snapshot)
+        # A fresh record: nothing of the origin's state (cancelled, pause flags) carries over.
+        record = self._new_record(
+            uuid4().hex, origin.project_id, origin.protocol, origin.thread_id, origin.settings
+        )
         await self.store.create(record)
         resumed = await self._emit(record, Resumed, snapshot.values, checkpoint_id=checkpoint_id, fork=True)
         config = thread_config(origin.thread_id, checkpoint_id)

@@ -111,3 +111,7 @@ def test_cancel_on_another_replica_stops_the_run(servers, tmp_path: Path):
         assert client_b.get(f"/api/requests/{request_id}").json()["status"] == "cancelled"
         refused = client_b.post(f"{TWO_STAGE}/resume", json={"requestId": request_id})
         assert refused.status_code == 409
+        # A fork of the cancelled thread is a new request; the cancellation does not carry over to it.
+        start = client_b.get(f"/api/threads/{request_id}/checkpoints").json()[1]["checkpointId"]
+        forked = stream(client_b, "POST", f"/api/threads/{request_id}/checkpoints/{start}/fork")
+        assert forked[-1].type == "final"

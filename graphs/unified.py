@@ -9,9 +9,9 @@ from langchain.agents.middleware import AgentMiddleware, ModelCallLimitMiddlewar
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
-from nodes.context import UnifiedContext
 from nodes.models import DEMO_MODEL, make_model
-from nodes.unified import RunContextMiddleware
+from nodes.unified.context import UnifiedContext
+from nodes.unified.middleware import RunContextMiddleware
 from tools import default_registry
 
 NAME = "unified"

@@ -11,7 +11,8 @@ from langchain_core.language_models import BaseChatModel
 
 from nodes.errors import ConfigurationError
 from nodes.models import DEMO_MODEL, make_model
-from nodes.prompts import BUDGET_NOTICE, DUPLICATE_BUDGET_NOTICE, SYSTEM_PROMPT
+from nodes.prompts import SYSTEM_PROMPT
+from nodes.settings import run_settings
 from tools import ToolContext, ToolRegistry, default_registry
 
 
@@ -39,6 +40,13 @@ class RunContext:
     tools: list[str] | None = field(
         default=None, metadata={"description": "Names of the tools to enable (all registered when empty)."}
     )
+    max_tool_args_chars: int = field(
+        default_factory=lambda: run_settings().max_tool_args_chars,
+        metadata={
+            "description": "Longest argument text one tool call may have; a longer call is not run and the "
+            "model reads why."
+        },
+    )
     # In-process overrides for the Python API (tests, notebooks); Studio leaves them unset.
     chat_model: Any = field(default=None, metadata={"description": "Python API only: a chat model instance."})
     tool_registry: Any = field(default=None, metadata={"description": "Python API only: a ToolRegistry."})
@@ -46,6 +54,8 @@ class RunContext:
     def __post_init__(self) -> None:
         if not Path(self.workspace).is_dir():
             raise ConfigurationError(f"workspace {self.workspace!r} is not a folder")
+        if self.max_tool_args_chars < 1:
+            raise ConfigurationError("max_tool_args_chars must be at least 1")
         if self.chat_model is not None and not isinstance(self.chat_model, BaseChatModel):
             raise ConfigurationError("chat_model must be a LangChain BaseChatModel")
         if self.chat_model is None:
@@ -72,40 +82,3 @@ class RunContext:
         return ToolContext(
             workspace=Path(self.workspace), project_id=self.project_id, request_id=self.request_id
         )
-
-
-@dataclass(kw_only=True)
-class TriggeredPhaseContext(RunContext):
-    """Limits and notices of the triggered-phase protocol (seed 000)."""
-
-    PROTOCOL: ClassVar[str] = "triggered_phase"
-    #: Fixed by the protocol: a tool phase executes exactly one call.
-    MAX_TOOLS_PER_TOOL_PHASE: ClassVar[int] = 1
-
-    max_phase_cycles_per_turn: int = field(
-        default=3, metadata={"description": "Tool executions allowed in one user turn."}
-    )
-    max_duplicate_attempts: int = field(
-        default=3, metadata={"description": "Refused duplicate calls tolerated before the answer is forced."}
-    )
-    budget_notice: str = field(
-        default=BUDGET_NOTICE, metadata={"description": "System message when the cycle budget is spent."}
-    )
-    duplicate_budget_notice: str = field(
-        default=DUPLICATE_BUDGET_NOTICE,
-        metadata={"description": "System message when too many duplicates forced the answer."},
-    )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.max_phase_cycles_per_turn < 1:
-            raise ConfigurationError("max_phase_cycles_per_turn must be at least 1")
-        if self.max_duplicate_attempts < 0:
-            raise ConfigurationError("max_duplicate_attempts must not be negative")
-
-
-@dataclass(kw_only=True)
-class UnifiedContext(RunContext):
-    """The plain tool loop (``create_agent``); its call limits are fixed when the graph is built."""
-
-    PROTOCOL: ClassVar[str] = "unified"

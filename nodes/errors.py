@@ -41,3 +41,15 @@ class BudgetExhausted(PhasegraphError):
     """A hard budget ran out where the protocol has no graceful way to continue."""
 
     kind = "budget_exhausted"
+
+
+class InvalidInputError(PhasegraphError):
+    """A request is well-formed but names something impossible (an event id past the log, ...)."""
+
+    kind = "invalid_input"
+
+
+class TooLargeError(PhasegraphError):
+    """A message or body is larger than this server accepts."""
+
+    kind = "too_large"

@@ -96,7 +96,7 @@ class IgnoredToolCall(EventBase):
     type: Literal["ignored_tool_call"] = "ignored_tool_call"
     name: str
     args: dict[str, Any] = Field(default_factory=dict)
-    reason: Literal["after_first_call", "tools_unbound", "incomplete"]
+    reason: Literal["after_first_call", "tools_unbound", "incomplete", "too_large"]
 
 
 class BudgetExhaustedEvent(EventBase):

@@ -32,7 +32,7 @@ def make_model(spec: str, *, call_index: int = 0) -> BaseChatModel:
     scheme, _, target = spec.partition(":")
     if scheme == "scripted" and target:
         path = DEMO_SCRIPT if target == "demo" else Path(target)
-        return ScriptedChatModel(script=load_script(path), source=str(path), start_at=call_index)
+        return ScriptedChatModel(script=load_script(path), source=path.name, start_at=call_index)
     if scheme == "openai" and target:
         return _openai_model(target)
     raise ConfigurationError(f"unknown model spec {spec!r}: {SPEC_HELP}")
@@ -54,3 +54,11 @@ def _openai_model(name: str) -> BaseChatModel:
         streaming=True,
         stream_usage=True,
     )
+
+
+def public_spec(spec: str) -> str:
+    """A spec as clients may see it: a script is named by its file name, never its folders."""
+    scheme, _, target = spec.partition(":")
+    if scheme == "scripted" and target and target != "demo":
+        return f"scripted:{Path(target).name}"
+    return spec

@@ -72,13 +72,20 @@ class StreamStats(BaseModel):
 
 
 def load_script(path: str | Path) -> Script:
-    """Read and validate a JSON script, with errors that name the file."""
+    """Read and validate a JSON script, with errors that name the file (never the folders above it).
+
+    A server reports these errors to clients, who must not learn its file system.
+    """
+    name = Path(path).name
     try:
         return Script.model_validate_json(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ScriptError(f"cannot read script {path}: {exc.strerror or exc}") from exc
+        raise ScriptError(f"cannot read script {name}: {exc.strerror or type(exc).__name__}") from exc
     except ValidationError as exc:
-        raise ScriptError(f"script {path} is not a valid script: {exc}") from exc
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'script'}: {err['msg']}" for err in exc.errors()
+        )
+        raise ScriptError(f"script {name} is not a valid script: {problems}") from exc
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -185,45 +192,64 @@ class ScriptedChatModel(BaseChatModel):
     ) -> AsyncIterator[ChatGenerationChunk]:
         stats, chunks = self._open_stream(messages)
         for chunk in chunks:
-            if self.script.chunk_delay_ms:
-                await asyncio.sleep(self.script.chunk_delay_ms / 1000)
+            # Like a network read, each chunk gives the event loop a turn (other requests go on).
+            await asyncio.sleep(self.script.chunk_delay_ms / 1000)
             stats.chunks_read += 1
             yield ChatGenerationChunk(message=chunk)
 
-    def _open_stream(self, messages: list[BaseMessage]) -> tuple[StreamStats, list[AIMessageChunk]]:
+    def _open_stream(self, messages: list[BaseMessage]) -> tuple[StreamStats, Iterator[AIMessageChunk]]:
         index, turn = self._next_turn(messages)
-        chunks, first_complete = _turn_chunks(index, turn, self.script.tool_call_delivery)
+        plan = _TurnPlan(index, turn, self.script.tool_call_delivery)
         stats = StreamStats(
-            call_index=index, chunks_total=len(chunks), first_tool_call_complete_at=first_complete
+            call_index=index, chunks_total=plan.total, first_tool_call_complete_at=plan.first_complete
         )
         self._stats.append(stats)
-        return stats, chunks
+        return stats, plan.chunks()
 
 
 def _call_id(turn_index: int, call_index: int) -> str:
     return f"call_{turn_index + 1}_{call_index + 1}"
 
 
-def _turn_chunks(turn_index: int, turn: ScriptTurn, delivery: str) -> tuple[list[AIMessageChunk], int | None]:
-    """Split a turn into word chunks, then its tool calls, split or batched."""
-    chunks = [AIMessageChunk(content=word) for word in re.findall(r"\S+\s*|\s+", turn.content)]
-    first_complete: int | None = None
-    if delivery == "batched" and turn.tool_calls:
-        whole = [
-            tool_call_chunk(name=c.name, args=json.dumps(c.args), id=_call_id(turn_index, i), index=i)
-            for i, c in enumerate(turn.tool_calls)
-        ]
-        chunks.append(AIMessageChunk(content="", tool_call_chunks=whole))
-        first_complete = len(chunks) - 1
-        return [*chunks, AIMessageChunk(content="", chunk_position="last")], first_complete
-    for i, call in enumerate(turn.tool_calls):
-        header = tool_call_chunk(name=call.name, args="", id=_call_id(turn_index, i), index=i)
-        chunks.append(AIMessageChunk(content="", tool_call_chunks=[header]))
-        raw = json.dumps(call.args)
-        for start in range(0, len(raw), ARGS_PIECE_CHARS):
-            piece = tool_call_chunk(name=None, args=raw[start : start + ARGS_PIECE_CHARS], id=None, index=i)
-            chunks.append(AIMessageChunk(content="", tool_call_chunks=[piece]))
-        if first_complete is None:
-            first_complete = len(chunks) - 1
-    chunks.append(AIMessageChunk(content="", chunk_position="last"))
-    return chunks, first_complete
+class _TurnPlan:
+    """How a turn streams: word chunks, then its tool calls, split or batched.
+
+    Chunks are made one at a time as the consumer reads, so a huge scripted argument costs
+    only what is actually read; the counts are worked out without building them.
+    """
+
+    def __init__(self, turn_index: int, turn: ScriptTurn, delivery: str) -> None:
+        self.turn_index, self.turn, self.batched = turn_index, turn, delivery == "batched"
+        self.words = re.findall(r"\S+\s*|\s+", turn.content)
+        self.raw_args = [json.dumps(c.args) for c in turn.tool_calls]
+        self.first_complete: int | None = None
+        if self.batched:
+            calls_chunks = 1 if turn.tool_calls else 0
+            self.first_complete = len(self.words) if turn.tool_calls else None
+        else:
+            sizes = [1 + -(-len(raw) // ARGS_PIECE_CHARS) for raw in self.raw_args]
+            calls_chunks = sum(sizes)
+            self.first_complete = len(self.words) + sizes[0] - 1 if sizes else None
+        self.total = len(self.words) + calls_chunks + 1  # the closing chunk
+
+    def chunks(self) -> Iterator[AIMessageChunk]:
+        """The turn's chunks, made as they are read."""
+        for word in self.words:
+            yield AIMessageChunk(content=word)
+        calls = self.turn.tool_calls
+        if self.batched and calls:
+            yield AIMessageChunk(
+                content="",
+                tool_call_chunks=[
+                    tool_call_chunk(name=c.name, args=raw, id=_call_id(self.turn_index, i), index=i)
+                    for i, (c, raw) in enumerate(zip(calls, self.raw_args, strict=True))
+                ],
+            )
+        elif not self.batched:
+            for i, (call, raw) in enumerate(zip(calls, self.raw_args, strict=True)):
+                header = tool_call_chunk(name=call.name, args="", id=_call_id(self.turn_index, i), index=i)
+                yield AIMessageChunk(content="", tool_call_chunks=[header])
+                for start in range(0, len(raw), ARGS_PIECE_CHARS):
+                    piece = tool_call_chunk(name=None, args=raw[start : start + ARGS_PIECE_CHARS], index=i)
+                    yield AIMessageChunk(content="", tool_call_chunks=[piece])
+        yield AIMessageChunk(content="", chunk_position="last")

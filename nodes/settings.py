@@ -28,6 +28,24 @@ def provider_settings() -> ProviderSettings:
     return ProviderSettings()
 
 
+class RunSettings(BaseSettings):
+    """Defaults of per-run limits (env prefix ``PHASEGRAPH_``); a run's Context may override them."""
+
+    model_config = SettingsConfigDict(env_prefix="PHASEGRAPH_", extra="ignore")
+
+    max_tool_args_chars: int = Field(
+        default=100_000,
+        ge=1,
+        description="Longest argument text one tool call may stream; a longer call is refused unread.",
+    )
+
+
+@lru_cache(maxsize=1)
+def run_settings() -> RunSettings:
+    """The run defaults of this process (read once)."""
+    return RunSettings()
+
+
 class ServerSettings(BaseSettings):
     """HTTP server settings (env prefix ``PHASEGRAPH_``)."""
 
@@ -46,6 +64,12 @@ class ServerSettings(BaseSettings):
         default="sqlite:.phasegraph/state.db", description="memory | sqlite:PATH | postgresql://..."
     )
     two_stage_enabled: bool = Field(default=False, description="Serve /api/chat/messages_two_stage.")
+    max_message_chars: int = Field(
+        default=100_000, ge=1, description="Longest user message a request may send (413 beyond)."
+    )
+    max_body_bytes: int = Field(
+        default=1_048_576, ge=1024, description="Largest request body accepted, checked before parsing (413)."
+    )
     api_tokens: SecretStr | None = Field(
         default=None, description='Bearer tokens and their projects: "tokenA:projX,projY;tokenB:*".'
     )

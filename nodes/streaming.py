@@ -12,6 +12,70 @@ from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessageChunk, BaseMessage
 from langchain_core.runnables import Runnable
 
+from nodes.prompts import ARGS_TOO_LARGE
+
+
+class JsonObjectScanner:
+    """Tells, as text arrives, whether it has become one complete JSON object.
+
+    Each character is looked at once (strings, escapes and nesting are tracked as they
+    stream) and the text is parsed only when its outermost object closes, so a long
+    argument costs linear time instead of a full parse at every chunk.
+    """
+
+    def __init__(self) -> None:
+        self.blank = True  # nothing but whitespace so far
+        self._depth = 0
+        self._in_string = False
+        self._escaped = False
+        self._closed = False  # the outermost object ended; only whitespace may follow
+        self._broken = False  # not a single JSON object, whatever comes next
+        self._value: dict[str, Any] | None = None
+
+    def feed(self, text: str) -> None:
+        """Look at the next piece of text."""
+        for char in text:
+            if self._broken:
+                return
+            self._step(char)
+
+    def value(self, raw: Callable[[], str]) -> dict[str, Any] | None:
+        """The parsed object once the text fed so far (``raw()``) is complete, else ``None``."""
+        if self._broken or not self._closed:
+            return None
+        if self._value is None:
+            try:
+                parsed = json.loads(raw())
+            except json.JSONDecodeError:
+                parsed = None
+            if not isinstance(parsed, dict):
+                self._broken = True
+                return None
+            self._value = parsed
+        return self._value
+
+    def _step(self, char: str) -> None:
+        if self._in_string:
+            if self._escaped:
+                self._escaped = False
+            elif char == "\\":
+                self._escaped = True
+            elif char == '"':
+                self._in_string = False
+            return
+        if char.isspace():
+            return
+        if self._closed or (self.blank and char != "{"):
+            self._broken = True  # text after the object, or a value that is not an object
+        self.blank = False
+        if char == '"':
+            self._in_string = True
+        elif char in "{[":
+            self._depth += 1
+        elif char in "}]":
+            self._depth -= 1
+            self._closed = self._depth == 0
+
 
 @dataclass
 class PartialCall:
@@ -20,7 +84,21 @@ class PartialCall:
     index: int
     id: str = ""
     name: str = ""
-    raw_args: str = ""
+    size: int = 0  # characters of argument text received
+    _pieces: list[str] = field(default_factory=list, repr=False)
+    _scanner: JsonObjectScanner = field(default_factory=JsonObjectScanner, repr=False)
+
+    @property
+    def raw_args(self) -> str:
+        """The argument text received so far."""
+        return "".join(self._pieces)
+
+    def add_args(self, text: str) -> None:
+        """Append streamed argument text (kept as pieces: no copy of the whole per chunk)."""
+        if text:
+            self._pieces.append(text)
+            self.size += len(text)
+            self._scanner.feed(text)
 
     def parsed_args(self, *, ended: bool = False) -> dict[str, Any] | None:
         """The arguments once they form a complete JSON object, else ``None``.
@@ -28,24 +106,26 @@ class PartialCall:
         Empty arguments mean ``{}`` only once the stream has ended (a provider may send
         the name before any argument text).
         """
-        if not self.raw_args.strip():
+        if self._scanner.blank:
             return {} if ended else None
-        try:
-            value = json.loads(self.raw_args)
-        except json.JSONDecodeError:
-            return None
-        return value if isinstance(value, dict) else None
+        return self._scanner.value(lambda: self.raw_args)
 
 
 @dataclass
 class StreamOutcome:
     """What one model stream yielded before it ended or was cut."""
 
-    text: str = ""
-    call: dict[str, Any] | None = None  # {"id", "name", "args"} of the first complete call
+    #: {"id", "name", "args"} of the first complete call; with "error" when it must not run
+    call: dict[str, Any] | None = None
     ignored: list[dict[str, Any]] = field(default_factory=list)  # {"name", "args", "reason"}
     chunks_read: int = 0
     cut: bool = False
+    _text: list[str] = field(default_factory=list, repr=False)
+
+    @property
+    def text(self) -> str:
+        """All text the stream carried (pieces are joined once, not per chunk)."""
+        return "".join(self._text)
 
 
 async def stream_until_first_call(
@@ -54,6 +134,7 @@ async def stream_until_first_call(
     on_text: Callable[[str], object],
     *,
     take_calls: bool = True,
+    max_args_chars: int | None = None,
 ) -> StreamOutcome:
     """Stream ``model``, forwarding text, and close the stream at the first complete tool call.
 
@@ -63,29 +144,59 @@ async def stream_until_first_call(
         on_text: Called with each piece of text as it arrives.
         take_calls: When false (tools unbound), the stream is read to its end and every
             call it contains is reported as ignored.
+        max_args_chars: A call whose argument text grows past this closes the stream at
+            once; it becomes the call, with an ``error`` instead of running (or is ignored
+            as ``too_large`` when tools are unbound).
     """
     outcome = StreamOutcome()
     calls: dict[int, PartialCall] = {}
+    oversized: PartialCall | None = None
     stream = cast(AsyncGenerator[Any, None], model.astream(list(messages)))
     async with aclosing(stream):
         async for chunk in stream:
             outcome.chunks_read += 1
             _absorb(chunk, calls, outcome, on_text)
+            if max_args_chars is not None:
+                oversized = next((c for c in calls.values() if c.size > max_args_chars), None)
+            if oversized is not None:
+                outcome.call = _refused(oversized, max_args_chars) if take_calls else None
+                outcome.cut = True
+                break
             if take_calls and (first := _first_complete(calls)) is not None:
                 outcome.call = {"id": first.id, "name": first.name, "args": first.parsed_args()}
                 outcome.cut = True
                 break
     if take_calls and outcome.call is None and (first := _first_complete(calls, ended=True)) is not None:
         outcome.call = {"id": first.id, "name": first.name, "args": first.parsed_args(ended=True)}
+    outcome.ignored = _ignored(calls, outcome.call, oversized, take_calls)
+    return outcome
+
+
+def _refused(partial: PartialCall, limit: int | None) -> dict[str, Any]:
+    error = ARGS_TOO_LARGE.format(name=partial.name or "unnamed", limit=limit)
+    return {"id": partial.id, "name": partial.name, "args": {}, "error": error}
+
+
+def _ignored(
+    calls: dict[int, PartialCall],
+    taken: dict[str, Any] | None,
+    oversized: PartialCall | None,
+    take_calls: bool,
+) -> list[dict[str, Any]]:
+    """Every call the stream showed that will not run, with why."""
     reason = "after_first_call" if take_calls else "tools_unbound"
+    ignored = []
     for partial in sorted(calls.values(), key=lambda c: c.index):
-        if outcome.call is not None and partial.id == outcome.call["id"]:
+        if taken is not None and partial.id == taken["id"]:
+            continue
+        if partial is oversized:
+            ignored.append({"name": partial.name, "args": {}, "reason": "too_large"})
             continue
         args = partial.parsed_args(ended=True)
-        outcome.ignored.append(
+        ignored.append(
             {"name": partial.name, "args": args or {}, "reason": reason if args is not None else "incomplete"}
         )
-    return outcome
+    return ignored
 
 
 def _absorb(
@@ -94,21 +205,26 @@ def _absorb(
     outcome: StreamOutcome,
     on_text: Callable[[str], object],
 ) -> None:
-    if chunk.text:
-        outcome.text += chunk.text
-        on_text(chunk.text)
+    if text := chunk.text:
+        outcome._text.append(text)
+        on_text(text)
     for piece in chunk.tool_call_chunks:
         index = piece.get("index")
         key = index if isinstance(index, int) else len(calls)
         partial = calls.setdefault(key, PartialCall(index=key))
         partial.id = partial.id or piece.get("id") or f"call_{key + 1}"
         partial.name += piece.get("name") or ""
-        partial.raw_args += piece.get("args") or ""
+        partial.add_args(piece.get("args") or "")
 
 
 def _first_complete(calls: dict[int, PartialCall], *, ended: bool = False) -> PartialCall | None:
+    """The first call whose arguments are complete.
+
+    A call without a name counts too: it then runs as an unknown tool, so the model reads
+    why nothing happened.
+    """
     for index in sorted(calls):
         partial = calls[index]
-        if partial.name and partial.parsed_args(ended=ended) is not None:
+        if partial.parsed_args(ended=ended) is not None:
             return partial
     return None

@@ -17,6 +17,8 @@ async def execute_tool_call(
     call: dict[str, Any],
     signature: str,
     meta: dict[str, Any] | None = None,
+    *,
+    refusal: str | None = None,
 ) -> ToolResult:
     """Emit ``tool_call``, run the tool, trace the raw result and emit ``tool_result``.
 
@@ -27,12 +29,17 @@ async def execute_tool_call(
         call: ``{"id", "name", "args"}`` as the model sent it.
         signature: The call's canonical signature.
         meta: Extra fields for the events (phase metadata).
+        refusal: Why the call must not run (its arguments were too large, ...); the result
+            is then this error, which the model reads, and the tool is never invoked.
     """
     meta = meta or {}
     name, args, call_id = call["name"], call["args"], call["id"]
     emitter.emit(ToolCall, call_id=call_id, name=name, args=args, signature=signature, **meta)
     emitter.trace("tool_call", call_id=call_id, name=name, args=args, signature=signature, **meta)
-    result = await ToolRunner(registry, context.tool_context()).run(name, args)
+    if refusal is not None:
+        result = ToolResult(status="error", error=refusal)
+    else:
+        result = await ToolRunner(registry, context.tool_context()).run(name, args)
     emitter.trace("tool_result", call_id=call_id, name=name, **result.model_dump(), **meta)
     emitter.emit(
         ToolResultEvent,

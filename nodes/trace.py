@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
@@ -42,14 +42,30 @@ class TraceStore(Protocol):
 
 
 class MemoryTraceStore:
-    """Traces kept in this process, keyed by request id."""
+    """Traces kept in this process, keyed by request id, for the most recent requests only.
 
-    def __init__(self) -> None:
-        self._entries: dict[str, list[TraceEntry]] = defaultdict(list)
+    A notebook or Studio session runs request after request; keeping every trace for the
+    life of the process would grow without bound, so the least recently written request's
+    trace is dropped once ``max_requests`` are held.
+    """
+
+    def __init__(self, max_requests: int = 256) -> None:
+        if max_requests < 1:
+            raise ValueError("max_requests must be at least 1")
+        self.max_requests = max_requests
+        self._entries: OrderedDict[str, list[TraceEntry]] = OrderedDict()
 
     def append(self, entry: TraceEntry) -> None:
-        """Record one entry."""
-        self._entries[entry.request_id].append(entry)
+        """Record one entry (the request becomes the most recent one)."""
+        entries = self._entries.setdefault(entry.request_id, [])
+        entries.append(entry)
+        self._entries.move_to_end(entry.request_id)
+        while len(self._entries) > self.max_requests:
+            self._entries.popitem(last=False)
+
+    def request_ids(self) -> list[str]:
+        """Requests whose traces are held, least recent first."""
+        return list(self._entries)
 
     def get(self, request_id: str) -> list[TraceEntry]:
         """All entries of a request, oldest first (empty when unknown)."""

@@ -2,6 +2,7 @@
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -9,14 +10,25 @@ from typing import Annotated, Any, Literal
 
 import anyio
 from fastapi import Depends, FastAPI, Header, Request
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from graphs.registry import PROTOCOLS, get_protocol
-from nodes.errors import ConfigurationError, ConflictError, NotFoundError, PhasegraphError
+from nodes.errors import (
+    ConfigurationError,
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    PhasegraphError,
+    ScriptError,
+    TooLargeError,
+)
+from nodes.models import public_spec
 from nodes.settings import ServerSettings
 from server.auth import Access, access_for, parse_tokens
 from server.checkpoints import checkpoint_values, timeline
@@ -27,15 +39,28 @@ from server.store import RequestRecord, RequestStore
 
 STATIC = Path(__file__).parent / "static"
 FALLBACK_ROUTE = "/api/chat/messages"
-_STATUS = {ConfigurationError: 400, NotFoundError: 404, ConflictError: 409}
+_STATUS = {
+    ConfigurationError: 400,
+    ScriptError: 400,
+    NotFoundError: 404,
+    ConflictError: 409,
+    TooLargeError: 413,
+    InvalidInputError: 422,
+}
 
 
 class _Body(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
 
-#: Ids appear in URL paths, so they are kept to URL-safe characters.
-Identifier = Annotated[str, Field(pattern=r"^[A-Za-z0-9._:-]{1,200}$")]
+def _addressable(value: str) -> str:
+    if value in (".", ".."):
+        raise ValueError("'.' and '..' cannot be used as ids: they cannot be addressed in a URL")
+    return value
+
+
+#: Ids appear in URL paths, so they are kept to URL-safe characters that a URL can address.
+Identifier = Annotated[str, Field(pattern=r"^[A-Za-z0-9._:-]{1,200}$"), AfterValidator(_addressable)]
 
 
 class ChatRequest(_Body):
@@ -75,6 +100,8 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if not Path(settings.workspace).is_dir():  # an operator's mistake: refuse to start, not per request
+            raise ConfigurationError(f"PHASEGRAPH_WORKSPACE {settings.workspace!r} is not a folder")
         async with open_checkpointer(settings.checkpointer) as saver:
             store = RequestStore.for_checkpointer(settings.checkpointer)
             await store.setup()
@@ -88,7 +115,8 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
                 await manager.shutdown()
                 await store.close()
 
-    app = FastAPI(title="phasegraph", lifespan=lifespan)
+    # FastAPI refuses a larger body with 413 while it streams in, before anything parses it.
+    app = FastAPI(title="phasegraph", lifespan=lifespan, max_body_size=settings.max_body_bytes)
     app.state.settings = settings
 
     @app.exception_handler(PhasegraphError)
@@ -98,6 +126,12 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         if isinstance(exc, _TwoStageDisabled):
             body["fallback"] = FALLBACK_ROUTE  # the one switch: clients move to this route
         return JSONResponse(body, status_code=status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        # The errors echo the input, which may hold lone surrogates: ASCII-escaped JSON carries them.
+        body = json.dumps({"detail": jsonable_encoder(exc.errors())}, ensure_ascii=True)
+        return Response(body, status_code=422, media_type="application/json")
 
     def caller(request: Request) -> Access:
         return access_for(request, tokens)
@@ -165,6 +199,11 @@ def _add_stream_routes(app: FastAPI, settings: ServerSettings, caller: Caller) -
     # Runs start in dependencies, so bad input gets a proper status before the stream begins.
     async def start_run(protocol: str, body: ChatRequest, request: Request, access: Access) -> RequestRecord:
         access.require(body.project_id)
+        if len(body.message) > settings.max_message_chars:
+            raise TooLargeError(
+                f"the message has {len(body.message)} characters; this server accepts at most "
+                f"{settings.max_message_chars}"
+            )
         return await _manager(request).start(
             protocol, body.message, project_id=body.project_id, request_id=body.request_id,
             thread_id=body.thread_id, model=body.model, show_tool_outputs=body.show_tool_outputs,
@@ -261,15 +300,19 @@ def _add_request_routes(app: FastAPI, caller: Caller) -> None:
             entry.model_dump(mode="json", by_alias=True) for entry in await manager.store.trace(request_id)
         ]
 
-    @app.get("/api/requests/{request_id}/stream", response_class=EventSourceResponse)
-    async def follow(
+    async def followed(
         request_id: str, request: Request, access: Annotated[Access, Depends(caller)],
         last_event_id: Annotated[str | None, Header()] = None,
-    ) -> AsyncIterator[ServerSentEvent]:  # fmt: skip
-        manager = _manager(request)
-        record = await _visible(manager, request_id, access)
-        after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
-        async for item in _stream(manager, record, after, "continue"):
+    ) -> tuple[RequestRecord, int]:  # fmt: skip
+        record = await _visible(_manager(request), request_id, access)
+        return record, _last_event_id(last_event_id, record)
+
+    @app.get("/api/requests/{request_id}/stream", response_class=EventSourceResponse)
+    async def follow(
+        request: Request, followed: Annotated[tuple[RequestRecord, int], Depends(followed)]
+    ) -> AsyncIterator[ServerSentEvent]:
+        record, after = followed
+        async for item in _stream(_manager(request), record, after, "continue"):
             yield item
 
     async def resumed(
@@ -343,6 +386,19 @@ def _add_checkpoint_routes(app: FastAPI, caller: Caller) -> None:
             yield item
 
 
+def _last_event_id(header: str | None, record: RequestRecord) -> int:
+    """The seq a reconnecting client saw last: 0 without the header, 422 unless it is a seq of the log."""
+    if header is None or not header.strip():
+        return 0
+    value = header.strip()
+    if not value.isdecimal() or len(value) > 12 or int(value) > record.last_seq:
+        raise InvalidInputError(
+            f"Last-Event-ID must be the id of an event of this request (0 to {record.last_seq}), "
+            f"got {value[:20]!r}"
+        )
+    return int(value)
+
+
 def _describe(record: RequestRecord) -> dict[str, Any]:
     return {
         "requestId": record.request_id,
@@ -351,7 +407,7 @@ def _describe(record: RequestRecord) -> dict[str, Any]:
         "threadId": record.thread_id,
         "status": record.status,
         "lastSeq": record.last_seq,
-        "model": record.settings.get("model"),
+        "model": public_spec(record.settings.get("model", "")),
         "createdAt": record.created_at,
         "updatedAt": record.updated_at,
     }

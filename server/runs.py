@@ -24,6 +24,7 @@ from graphs.run import stream_graph
 from nodes.context import RunContext
 from nodes.errors import ConfigurationError, ConflictError, NotFoundError
 from nodes.events import Cancelled, ErrorEvent, Event, EventBase, Final, Paused, Resumed
+from nodes.models import public_spec
 from nodes.settings import ServerSettings
 from nodes.trace import TraceEntry
 from server.checkpoints import end_of_phase, require_next, snapshot_at, thread_config
@@ -88,11 +89,7 @@ class RunManager:
         spec = get_protocol(protocol)
         if not message.strip():
             raise ConfigurationError("the message is empty: say what the agent should do")
-        chosen = model or self.settings.model
-        if chosen not in self.settings.models():
-            raise ConfigurationError(
-                f"model {chosen!r} is not allowed here; allowed: {sorted(self.settings.models())}"
-            )
+        chosen = self._allowed_model(model)
         request_id = request_id or uuid4().hex
         if await self.store.get(request_id) is not None:
             raise ConflictError(f"request {request_id!r} already exists; resume it or use a new requestId")
@@ -105,6 +102,18 @@ class RunManager:
         graph_input = {"messages": [HumanMessage(message)]}
         self._launch(record, graph_input, thread_config(record.thread_id))
         return record
+
+    def _allowed_model(self, model: str | None) -> str:
+        """The spec a request may run: the default, an allowed spec, or one named as clients see it."""
+        if model is None:
+            return self.settings.model
+        allowed = self.settings.models()
+        if model in allowed:
+            return model
+        by_public_name = {public_spec(spec): spec for spec in allowed}
+        if model in by_public_name:
+            return by_public_name[model]
+        raise ConfigurationError(f"model {model!r} is not allowed here; allowed: {sorted(by_public_name)}")
 
     def _new_record(
         self, request_id: str, project_id: str, protocol: str, thread_id: str, settings: dict[str, Any]

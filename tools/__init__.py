@@ -3,9 +3,11 @@
 This layer knows nothing about graphs; nodes call into it.
 """
 
-from tools.registry import ToolRegistry, default_registry
-from tools.runner import ToolContext, ToolResult, ToolRunner
+from tools.context import ToolContext
+from tools.registry import ToolRegistry
+from tools.runner import ToolResult, ToolRunner
 from tools.signature import canonical_signature
+from tools.workspace import default_registry
 
 __all__ = [
     "ToolContext",

@@ -75,10 +75,3 @@ class ToolRegistry:
 
     def __len__(self) -> int:
         return len(self._tools)
-
-
-def default_registry() -> ToolRegistry:
-    """A fresh registry holding the built-in workspace tools."""
-    from tools.workspace import WORKSPACE_TOOLS
-
-    return ToolRegistry(WORKSPACE_TOOLS)

@@ -3,26 +3,16 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from tools.context import ToolContext
 from tools.errors import ToolError
 from tools.registry import ToolRegistry
 
 #: Name of the injected argument through which tools receive the run's ToolContext.
 CONTEXT_ARG = "context"
-
-
-@dataclass(frozen=True)
-class ToolContext:
-    """What a tool may know about the run that calls it."""
-
-    workspace: Path
-    project_id: str
-    request_id: str = ""
 
 
 class ToolResult(BaseModel):
@@ -51,10 +41,18 @@ class ToolRunner:
         try:
             output = await self._invoke(name, args)
         except (ToolError, ValidationError, ValueError, TypeError, OSError) as exc:
-            return ToolResult(status="error", error=_describe(exc), duration_ms=_ms(started))
+            error = _describe(exc)
         except Exception as exc:  # a third-party tool may raise anything; the model must still read it
-            return ToolResult(status="error", error=f"{type(exc).__name__}: {exc}", duration_ms=_ms(started))
-        return ToolResult(status="ok", output=output, duration_ms=_ms(started))
+            error = f"{type(exc).__name__}: {exc}"
+        else:
+            return ToolResult(status="ok", output=output, duration_ms=_ms(started))
+        return ToolResult(status="error", error=self._relative(error), duration_ms=_ms(started))
+
+    def _relative(self, text: str) -> str:
+        """Name files relative to the workspace: errors reach clients, who must not see server paths."""
+        for root in {str(self.context.workspace.resolve()), str(self.context.workspace.absolute())}:
+            text = text.replace(root + "/", "").replace(root, ".")
+        return text
 
     async def _invoke(self, name: str, args: dict[str, Any]) -> str:
         found = self.registry.get(name)

@@ -8,8 +8,9 @@ from typing import Annotated
 
 from langchain_core.tools import BaseTool, InjectedToolArg, tool
 
+from tools.context import ToolContext
 from tools.errors import ToolError, WorkspaceEscapeError
-from tools.runner import ToolContext
+from tools.registry import ToolRegistry
 from tools.signature import NORMALIZERS_KEY, normalize_path
 
 MAX_READ_CHARS = 20_000
@@ -94,3 +95,8 @@ def search_files(
 
 
 WORKSPACE_TOOLS = [list_files, read_file, search_files]
+
+
+def default_registry() -> ToolRegistry:
+    """A fresh registry holding the built-in workspace tools."""
+    return ToolRegistry(WORKSPACE_TOOLS)

@@ -9,8 +9,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from graphs.registry import get_protocol
 from graphs.run import stream_graph, stream_run
 from graphs.triggered_phase import build_graph
-from nodes.context import TriggeredPhaseContext
 from nodes.trace import MemoryTraceStore
+from nodes.triggered_phase.context import TriggeredPhaseContext
 from tests.helpers import turn, write_script
 
 

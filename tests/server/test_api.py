@@ -214,7 +214,7 @@ def test_a_request_may_name_an_allowed_model(servers, tmp_path: Path):
     with httpx.Client(base_url=server.url) as client:
         chosen = stream(client, "POST", TWO_STAGE, json=_body(model=f"scripted:{other}", requestId="req-m"))
         assert chosen[-1].answer == "From the other model."
-        assert client.get("/api/requests/req-m").json()["model"] == f"scripted:{other}"
+        assert client.get("/api/requests/req-m").json()["model"] == "scripted:other.json"
         default = stream(client, "POST", TWO_STAGE, json=_body())
         assert "two milestones" in default[-1].answer
 

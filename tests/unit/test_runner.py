@@ -1,7 +1,8 @@
 from pathlib import Path
+from typing import Annotated
 
 import pytest
-from langchain_core.tools import tool
+from langchain_core.tools import InjectedToolArg, tool
 
 from tools import ToolContext, ToolRegistry, ToolRunner, default_registry
 
@@ -93,3 +94,36 @@ def test_registry_refuses_two_tools_with_one_name():
     registry = default_registry()
     with pytest.raises(ValueError, match="already registered"):
         registry.register(next(iter(registry)))
+
+
+def test_the_default_trace_store_keeps_only_recent_requests():
+    from nodes.trace import DEFAULT_TRACES, MemoryTraceStore, TraceEntry
+
+    assert isinstance(DEFAULT_TRACES, MemoryTraceStore) and DEFAULT_TRACES.max_requests <= 1_000
+    store = MemoryTraceStore(max_requests=3)
+    for n in range(5):
+        store.append(TraceEntry(type="tool_call", request_id=f"r{n}"))
+    store.append(TraceEntry(type="tool_result", request_id="r2"))  # r2 is written again: recent
+    store.append(TraceEntry(type="tool_call", request_id="r5"))
+    assert store.request_ids() == ["r4", "r2", "r5"]
+    assert [len(store.get(f"r{n}")) for n in range(6)] == [0, 0, 2, 0, 1, 1]
+
+
+async def test_tool_errors_name_files_relative_to_the_workspace(workspace: Path):
+    @tool
+    def open_missing(name: str, *, context: Annotated[ToolContext, InjectedToolArg]) -> str:
+        """Opens a file that is not there (the OSError names its absolute path)."""
+        return (context.workspace.resolve() / "docs" / name).read_text()
+
+    @tool
+    def fail_loudly(*, context: Annotated[ToolContext, InjectedToolArg]) -> str:
+        """Fails with an arbitrary exception naming the workspace root."""
+        raise RuntimeError(f"cannot index {context.workspace.absolute()}")
+
+    runner = ToolRunner(ToolRegistry([open_missing, fail_loudly]), ToolContext(workspace, "p"))
+    missing = await runner.run("open_missing", {"name": "gone.md"})
+    assert missing.status == "error" and "docs/gone.md" in missing.error
+    loud = await runner.run("fail_loudly", {})
+    assert loud.status == "error" and loud.error == "RuntimeError: cannot index ."
+    for result in (missing, loud):
+        assert str(workspace) not in result.error and str(workspace.resolve()) not in result.error

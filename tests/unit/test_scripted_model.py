@@ -6,8 +6,8 @@ import pytest
 from pydantic import BaseModel
 
 from nodes.errors import ConfigurationError, ScriptError
-from nodes.models import make_model
-from nodes.scripted import ScriptedChatModel
+from nodes.models import DEMO_SCRIPT, make_model
+from nodes.scripted import ScriptedChatModel, load_script
 from nodes.settings import provider_settings
 from tests.helpers import scripted, turn, write_script
 
@@ -113,4 +113,5 @@ def test_openai_spec_builds_a_chat_openai_for_the_configured_server(monkeypatch)
 def test_demo_spec_is_the_bundled_script():
     model = make_model("scripted:demo")
     assert isinstance(model, ScriptedChatModel)
-    assert model.source.endswith("demo/script.json")
+    assert model.source == "script.json"  # named without the server's folders
+    assert model.script == load_script(DEMO_SCRIPT)

@@ -6,13 +6,13 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from nodes.context import TriggeredPhaseContext
 from nodes.emit import Emitter
 from nodes.errors import PhasegraphError
-from nodes.phases import close_phase, open_phase
-from nodes.prompts import TOOL_RESULT_NOTE, format_args
-from nodes.state import GatheredResult, TriggeredPhaseState, merged, phase_meta
 from nodes.tool_calls import execute_tool_call
+from nodes.triggered_phase.context import TriggeredPhaseContext
+from nodes.triggered_phase.phases import close_phase, open_phase
+from nodes.triggered_phase.prompts import TOOL_RESULT_NOTE, format_args
+from nodes.triggered_phase.state import GatheredResult, TriggeredPhaseState, merged, phase_meta
 
 
 async def run_tool_phase(
@@ -27,7 +27,7 @@ async def run_tool_phase(
     current = merged(state, update)
     meta = phase_meta(current)
     result = await execute_tool_call(
-        context, emitter, context.registry(), dict(call), call["signature"], meta
+        context, emitter, context.registry(), dict(call), call["signature"], meta, refusal=call.get("error")
     )
     text = result.as_text()
     gathered = GatheredResult(name=call["name"], args=call["args"], status=result.status, text=text)
@@ -37,7 +37,8 @@ async def run_tool_phase(
     update |= {
         "notes": [*state["notes"], note],
         "results": [*state["results"], gathered],
-        "executed": [*state["executed"], call["signature"]],
+        # a refused call never ran, so repeating it (smaller) is not a duplicate
+        "executed": [*state["executed"], *([call["signature"]] if call.get("error") is None else [])],
         "cycles_used": state["cycles_used"] + 1,
         "proposed": None,
     }

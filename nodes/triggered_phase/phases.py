@@ -10,8 +10,8 @@ from langchain_core.messages import BaseMessage, SystemMessage
 from nodes.context import RunContext
 from nodes.emit import Emitter
 from nodes.events import IgnoredToolCall, Phase, PhaseEnd, PhaseStart
-from nodes.state import TriggeredPhaseState, cycle_index, merged, phase_meta
 from nodes.streaming import StreamOutcome
+from nodes.triggered_phase.state import TriggeredPhaseState, cycle_index, merged, phase_meta
 
 
 def open_phase(

@@ -6,12 +6,12 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from nodes.context import TriggeredPhaseContext
 from nodes.emit import Emitter
 from nodes.errors import PhasegraphError
 from nodes.events import DuplicateToolCall
-from nodes.prompts import DUPLICATE_REFUSAL_NOTE, format_args
-from nodes.state import TriggeredPhaseState, phase_meta
+from nodes.triggered_phase.context import TriggeredPhaseContext
+from nodes.triggered_phase.prompts import DUPLICATE_REFUSAL_NOTE, format_args
+from nodes.triggered_phase.state import TriggeredPhaseState, phase_meta
 
 
 def refuse_duplicate(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]) -> dict[str, Any]:

@@ -7,13 +7,13 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.runtime import Runtime
 
-from nodes.context import TriggeredPhaseContext
 from nodes.emit import Emitter
 from nodes.errors import ConfigurationError
 from nodes.events import Final
-from nodes.prompts import FALLBACK_ANSWER_HEADER, format_args
-from nodes.state import GatheredResult, TriggeredPhaseState
 from nodes.tool_calls import trace_tool_registration
+from nodes.triggered_phase.context import TriggeredPhaseContext
+from nodes.triggered_phase.prompts import FALLBACK_ANSWER_HEADER, format_args
+from nodes.triggered_phase.state import GatheredResult, TriggeredPhaseState
 
 
 def start_turn(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]) -> dict[str, Any]:

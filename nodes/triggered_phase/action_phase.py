@@ -6,12 +6,12 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from nodes.context import TriggeredPhaseContext
 from nodes.emit import Emitter
 from nodes.events import BudgetExhaustedEvent, TextChunk
-from nodes.phases import build_prompt, close_phase, open_phase, report_ignored
-from nodes.state import ProposedCall, TriggeredPhaseState, merged, phase_meta
 from nodes.streaming import StreamOutcome, stream_until_first_call
+from nodes.triggered_phase.context import TriggeredPhaseContext
+from nodes.triggered_phase.phases import build_prompt, close_phase, open_phase, report_ignored
+from nodes.triggered_phase.state import ProposedCall, TriggeredPhaseState, merged, phase_meta
 
 
 async def run_action_phase(
@@ -31,10 +31,12 @@ async def run_action_phase(
     call = outcome.call
     if call is not None:
         signature = registry.signature(call["name"], call["args"], context.project_id)
-        duplicate = signature in state["executed"]
+        error = call.get("error")
+        duplicate = error is None and signature in state["executed"]
         update["proposed"] = ProposedCall(
-            id=call["id"], name=call["name"], args=call["args"], signature=signature, duplicate=duplicate
-        )
+            id=call["id"], name=call["name"], args=call["args"], signature=signature, duplicate=duplicate,
+            error=error,
+        )  # fmt: skip
         if duplicate:
             return {**update, "phase_open": True}
     reason = "tool_call" if call is not None else "answered"
@@ -79,7 +81,11 @@ async def _stream(
     meta = phase_meta(state)
     prompt = build_prompt(emitter.context, state["notes"], state["messages"])
     outcome = await stream_until_first_call(
-        model, prompt, lambda text: emitter.emit(TextChunk, text=text, **meta), take_calls=take_calls
+        model,
+        prompt,
+        lambda text: emitter.emit(TextChunk, text=text, **meta),
+        take_calls=take_calls,
+        max_args_chars=emitter.context.max_tool_args_chars,
     )
     report_ignored(emitter, outcome, meta)
     return outcome

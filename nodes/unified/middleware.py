@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -13,6 +14,7 @@ from langgraph.types import Command
 
 from nodes.context import RunContext
 from nodes.emit import Emitter
+from nodes.prompts import ARGS_TOO_LARGE
 from nodes.tool_calls import execute_tool_call, trace_tool_registration
 
 
@@ -52,7 +54,11 @@ class RunContextMiddleware(AgentMiddleware[Any, RunContext]):
         signature = registry.signature(call["name"], call["args"], context.project_id)
         emitter = Emitter(context, request.runtime.stream_writer)
         payload = {"id": call["id"] or "", "name": call["name"], "args": call["args"]}
-        result = await execute_tool_call(context, emitter, registry, payload, signature)
+        too_large = len(json.dumps(call["args"])) > context.max_tool_args_chars
+        refusal = (
+            ARGS_TOO_LARGE.format(name=call["name"], limit=context.max_tool_args_chars) if too_large else None
+        )
+        result = await execute_tool_call(context, emitter, registry, payload, signature, refusal=refusal)
         return ToolMessage(
             content=result.as_text(),
             tool_call_id=call["id"],

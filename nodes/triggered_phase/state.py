@@ -18,6 +18,7 @@ class ProposedCall(TypedDict):
     args: dict[str, Any]
     signature: str
     duplicate: bool
+    error: str | None  # why the call must not run (it is answered with this error instead)
 
 
 class GatheredResult(TypedDict):

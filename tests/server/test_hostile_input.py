@@ -1,0 +1,118 @@
+"""Bad and hostile input gets a clear JSON 4xx before any stream opens, and reveals nothing of the server."""
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from nodes.models import DEMO_WORKSPACE
+from tests.server.conftest import Server, stream
+
+RUN = "/api/runs/triggered_phase/stream"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("hostile")
+    (root / "broken.json").write_text("{not json", encoding="utf-8")
+    env = {
+        "PHASEGRAPH_CHECKPOINTER": f"sqlite:{root / 'state.db'}",
+        "PHASEGRAPH_WORKSPACE": str(DEMO_WORKSPACE),
+        "PHASEGRAPH_ALLOWED_MODELS": f"scripted:{root / 'missing.json'},scripted:{root / 'broken.json'}",
+        "PHASEGRAPH_MAX_MESSAGE_CHARS": "1000",
+        "PHASEGRAPH_MAX_BODY_BYTES": "20000",
+    }
+    started = Server(env=env, log=root / "server.log").start()
+    yield started, root
+    started.stop()
+
+
+def _json_error(response: httpx.Response, status: int) -> dict:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    return response.json()
+
+
+def test_following_an_unknown_request_or_a_bad_event_id_is_refused_before_streaming(server):
+    running, _ = server
+    with httpx.Client(base_url=running.url) as client:
+        _json_error(client.get("/api/requests/nope/stream"), 404)
+        events = stream(client, "POST", RUN, json={"message": "Summarise", "requestId": "followed"})
+        last = events[-1].seq
+        replay = stream(client, "GET", "/api/requests/followed/stream", headers={"Last-Event-ID": "3"})
+        assert [e.seq for e in replay] == list(range(4, last + 1))
+        for bad in ("9" * 400, str(last + 1), "-1", "abc"):
+            body = _json_error(
+                client.get("/api/requests/followed/stream", headers={"Last-Event-ID": bad}), 422
+            )
+            assert "Last-Event-ID" in body["message"]
+
+
+def test_another_projects_request_is_not_streamed(servers):
+    running = servers(PHASEGRAPH_API_TOKENS="ta:projA;tb:projB")
+    with httpx.Client(base_url=running.url) as client:
+        stream(client, "POST", RUN, json={"message": "Hi", "projectId": "projA", "requestId": "a1"},
+               headers={"Authorization": "Bearer ta"})  # fmt: skip
+        response = client.get("/api/requests/a1/stream", headers={"Authorization": "Bearer tb"})
+        _json_error(response, 404)
+
+
+def test_a_lone_surrogate_is_a_422_json_answer(server):
+    running, _ = server
+    raw = '{"message": "x\\ud800y"}'
+    with httpx.Client(base_url=running.url) as client:
+        response = client.post(RUN, content=raw, headers={"content-type": "application/json"})
+        assert "valid string" in json.dumps(_json_error(response, 422))
+        thread = '{"message": "hi", "threadId": "t\\udfff"}'
+        response = client.post(RUN, content=thread, headers={"content-type": "application/json"})
+        _json_error(response, 422)
+
+
+@pytest.mark.parametrize("bad", [".", ".."])
+def test_dot_ids_are_refused(server, bad: str):
+    running, _ = server
+    with httpx.Client(base_url=running.url) as client:
+        for field in ("requestId", "threadId", "projectId"):
+            _json_error(client.post(RUN, json={"message": "hi", field: bad}), 422)
+
+
+def test_bad_scripts_and_refused_models_are_4xx_without_server_paths(server):
+    running, root = server
+    with httpx.Client(base_url=running.url) as client:
+        for name in ("missing.json", "broken.json"):
+            sent = {"message": "hi", "model": f"scripted:{root / name}"}
+            body = _json_error(client.post(RUN, json=sent), 400)
+            assert name in body["message"] and str(root) not in body["message"]
+        by_name = _json_error(client.post(RUN, json={"message": "hi", "model": "scripted:missing.json"}), 400)
+        assert "missing.json" in by_name["message"]  # allowed specs can be named as they are listed
+        refused = _json_error(client.post(RUN, json={"message": "hi", "model": "openai:gpt-4o"}), 400)
+        assert "scripted:missing.json" in refused["message"] and str(root) not in refused["message"]
+
+
+def test_requests_name_their_model_without_server_paths(servers, tmp_path: Path):
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"turns": [{"content": "ok"}]}), encoding="utf-8")
+    running = servers(PHASEGRAPH_MODEL=f"scripted:{script}")
+    with httpx.Client(base_url=running.url) as client:
+        stream(client, "POST", RUN, json={"message": "hi", "requestId": "named"})
+        assert client.get("/api/requests/named").json()["model"] == "scripted:s.json"
+
+
+def test_messages_and_bodies_over_the_limits_are_413(server):
+    running, _ = server
+    with httpx.Client(base_url=running.url) as client:
+        body = _json_error(client.post(RUN, json={"message": "m" * 1001}), 413)
+        assert "at most 1000" in body["message"]
+        # Bodies over PHASEGRAPH_MAX_BODY_BYTES are refused by FastAPI's own limit while they stream in.
+        assert client.post(RUN, json={"message": "m" * 30_000}).status_code == 413
+
+        def chunked():
+            yield b'{"message": "'
+            for _ in range(30):
+                yield b"m" * 1000
+            yield b'"}'
+
+        response = client.post(RUN, content=chunked(), headers={"content-type": "application/json"})
+        assert response.status_code == 413
+        assert stream(client, "POST", RUN, json={"message": "m" * 1000})[-1].type == "final"

@@ -95,9 +95,9 @@ async def stream_graph(
             if mode == "values":
                 last_values = chunk
             elif mode == "messages":
-                text = _token_text(chunk)
+                text, step = _token_text(chunk)
                 if text:
-                    yield stamper.make(TextChunk, text=text)
+                    yield stamper.make(TextChunk, text=text, graph_step=step)
             elif TRACE_KEY in (custom := cast(dict[str, Any], chunk)):
                 store.append(TraceEntry.model_validate(custom[TRACE_KEY]))
             elif EVENT_KEY in custom:
@@ -161,9 +161,10 @@ async def _is_paused(graph: CompiledStateGraph[Any, Any, Any, Any], config: Runn
     return bool(snapshot.next)
 
 
-def _token_text(chunk: Any) -> str:
-    message, _meta = chunk
-    return message.text if isinstance(message, AIMessageChunk) else ""
+def _token_text(chunk: Any) -> tuple[str, int | None]:
+    message, meta = chunk
+    text = message.text if isinstance(message, AIMessageChunk) else ""
+    return text, (meta or {}).get("langgraph_step")
 
 
 def _last_answer(values: Any) -> str | None:

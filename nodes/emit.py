@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from langgraph.config import get_stream_writer
+from langgraph.config import get_config, get_stream_writer
 from langgraph.types import StreamWriter
 
 from nodes.context import RunContext
@@ -31,6 +31,7 @@ class Emitter:
             request_id=self.context.request_id,
             project_id=self.context.project_id,
             protocol=self.context.PROTOCOL,
+            graph_step=current_step(),
             **fields,
         )
         self.writer({EVENT_KEY: event.to_dict()})
@@ -40,3 +41,12 @@ class Emitter:
         """Write one trace entry (kept in full, raw tool outputs included)."""
         entry = TraceEntry(type=kind, request_id=self.context.request_id, details=details)
         self.writer({TRACE_KEY: entry.model_dump(mode="json")})
+
+
+def current_step() -> int | None:
+    """The LangGraph superstep running now (``None`` outside a graph run)."""
+    try:
+        step = get_config().get("metadata", {}).get("langgraph_step")
+    except RuntimeError:  # called outside a runnable context
+        return None
+    return step if isinstance(step, int) else None

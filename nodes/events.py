@@ -24,6 +24,10 @@ class EventBase(BaseModel):
     phase: Phase | None = None
     phase_index: int | None = None
     cycle_index: int | None = None
+    #: The LangGraph superstep that emitted the event (none for events the server adds). A run
+    #: re-started from a checkpoint repeats the steps after it, so this tells which events a
+    #: crashed attempt's re-run replaces.
+    graph_step: int | None = None
 
     def to_json(self) -> str:
         """Serialise with the wire names (``requestId``, ``phaseIndex``...)."""
@@ -120,7 +124,7 @@ class Paused(EventBase):
     """The run stopped at a pause point and can be resumed."""
 
     type: Literal["paused"] = "paused"
-    reason: Literal["requested", "disconnected", "shutdown"]
+    reason: Literal["requested", "disconnected", "shutdown", "crashed"]
 
 
 class Resumed(EventBase):
@@ -130,6 +134,11 @@ class Resumed(EventBase):
     checkpoint_id: str
     from_phase_index: int | None = None
     fork: bool = False
+    #: ``crashed`` when the run is picked up after the server driving it died mid-run.
+    reason: Literal["requested", "crashed"] = "requested"
+    #: Events with a ``graph_step`` from this seq up to this event belong to an attempt the crash
+    #: interrupted; the run repeats that work, so a client drops them.
+    replaces_from_seq: int | None = None
 
 
 class Cancelled(EventBase):

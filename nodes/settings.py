@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -69,6 +70,17 @@ class ServerSettings(BaseSettings):
     )
     max_body_bytes: int = Field(
         default=1_048_576, ge=1024, description="Largest request body accepted, checked before parsing (413)."
+    )
+    on_orphan: Literal["pause", "resume"] = Field(
+        default="pause",
+        description="What a replica does with a run whose server died mid-run: pause it (a person "
+        "resumes) or resume it at once.",
+    )
+    orphan_after_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        description="A running request whose driver wrote no heartbeat for this long is taken over "
+        "(sooner when its process is known to be gone).",
     )
     api_tokens: SecretStr | None = Field(
         default=None, description='Bearer tokens and their projects: "tokenA:projX,projY;tokenB:*".'

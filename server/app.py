@@ -107,6 +107,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
             await store.setup()
             manager = RunManager(settings, store, saver)
             app.state.manager = manager
+            await manager.recover_orphans()  # runs a dead predecessor left behind, before any client asks
             watcher = asyncio.create_task(manager.watch())
             try:
                 yield

@@ -11,7 +11,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 from uuid import uuid4
 
 from langchain_core.messages import HumanMessage
@@ -28,14 +28,18 @@ from nodes.models import public_spec
 from nodes.settings import ServerSettings
 from nodes.trace import TraceEntry
 from server.checkpoints import end_of_phase, require_next, snapshot_at, thread_config
+from server.recovery import is_orphaned, new_owner_id, replaced_from
 from server.store import RequestRecord, RequestStore
 
 logger = logging.getLogger(__name__)
 
+CANNOT_CONTINUE = (
+    "the server driving this run stopped before the run saved a point to continue from; "
+    "send the message again"
+)
+
 #: How often followers and the watcher look at the database for other replicas' changes.
 POLL_SECONDS = 0.2
-#: A running request whose owner has not written a heartbeat for this long is taken as orphaned.
-ORPHAN_SECONDS = 5.0
 
 
 class _Buffer:
@@ -62,7 +66,7 @@ class RunManager:
         self, settings: ServerSettings, store: RequestStore, checkpointer: BaseCheckpointSaver[str]
     ) -> None:
         self.settings, self.store, self.checkpointer = settings, store, checkpointer
-        self.owner = uuid4().hex
+        self.owner = new_owner_id()
         self._graphs: dict[str, CompiledStateGraph[Any, Any, Any, Any]] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._wakeups: dict[str, asyncio.Event] = {}
@@ -140,18 +144,84 @@ class RunManager:
         """Continue a request from the end of ``phase_index`` (latest when ``None``); earlier = fork."""
         if record.status == "cancelled" or record.cancel_requested:
             raise ConflictError(f"request {record.request_id!r} was cancelled and cannot be resumed")
-        if record.status == "running" and not self._orphaned(record):
-            raise ConflictError(f"request {record.request_id!r} is still running")
+        if record.status == "running":
+            if not self._orphaned(record):
+                raise ConflictError(f"request {record.request_id!r} is still running")
+            # Its server died mid-run: record that (paused, crashed) and resume like any pause.
+            if not await self.take_over(record, "pause"):
+                raise ConflictError(f"request {record.request_id!r} changed state meanwhile; try again")
+            record = await self._current(record)
         graph = self.graph(get_protocol(record.protocol))
         snapshot, fork = await end_of_phase(graph, record.thread_id, phase_index)
         if not await self.store.claim(record.request_id, self.owner, (record.status,)):
             raise ConflictError(f"request {record.request_id!r} changed state meanwhile; try again")
+        await self._restart(record, snapshot, phase_index=phase_index, fork=fork)
+        return record
+
+    async def _restart(
+        self, record: RequestRecord, snapshot: Any, *, phase_index: int | None = None, fork: bool = False
+    ) -> None:
+        """Emit ``resumed`` and drive the run on from ``snapshot`` (a claimed request).
+
+        Work a crash interrupted after the checkpoint is done again, so the event names the seq
+        from which the earlier attempt's events are replaced.
+        """
+        events = await self.store.events_after(record.request_id, 0)
+        crashed = bool(events) and isinstance(events[-1], Paused) and events[-1].reason == "crashed"
+        replaces = None if fork else replaced_from(events, snapshot.metadata.get("step"))
         checkpoint_id = snapshot.config["configurable"]["checkpoint_id"]
+        reason = "crashed" if crashed or replaces is not None else "requested"
         resumed = await self._emit(record, Resumed, snapshot.values, checkpoint_id=checkpoint_id,
-                                   from_phase_index=phase_index, fork=fork)  # fmt: skip
+                                   from_phase_index=phase_index, fork=fork, replaces_from_seq=replaces,
+                                   reason=reason)  # fmt: skip
         config = thread_config(record.thread_id, checkpoint_id if fork else None)
         self._launch(record.model_copy(update={"last_seq": resumed.seq}), None, config)
-        return record
+
+    async def take_over(self, record: RequestRecord, action: Literal["pause", "resume"]) -> bool:
+        """Become the driver of an orphaned run and pause or resume it; False when another replica won.
+
+        Followers then end cleanly (``paused`` with reason ``crashed``) or see the run go on
+        (``resumed`` naming the events it replaces). A run that had in fact ended gets its
+        status; one that cannot go on from its checkpoint ends with an ``error``.
+        """
+        if not await self.store.take_over(record, self.owner):
+            return False
+        record = await self._current(record)
+        logger.warning("request %s: its server stopped mid-run; this replica will %s it",
+                       record.request_id, action)  # fmt: skip
+        try:
+            events = await self.store.events_after(record.request_id, max(record.last_seq - 1, 0))
+            if events and isinstance(events[-1], Final | ErrorEvent):  # only the status was not written
+                ended = "completed" if isinstance(events[-1], Final) else "failed"
+                await self.store.update(record.request_id, status=ended)
+                return True
+            snapshot = await self.graph(get_protocol(record.protocol)).aget_state(
+                thread_config(record.thread_id)
+            )
+            if not snapshot.next:
+                await self._stop(record, "failed", ErrorEvent, kind="crashed", message=CANNOT_CONTINUE)
+            elif action == "pause":
+                await self._stop(record, "paused", Paused, reason="crashed")
+            else:
+                await self._restart(record, snapshot)
+        finally:
+            self._wake(record.request_id)
+        return True
+
+    async def recover_orphans(self) -> None:
+        """Take over every run whose driver died (at start-up, then from the watcher)."""
+        for record in await self.store.running_elsewhere(self.owner):
+            if self._orphaned(record):
+                try:
+                    await self.take_over(record, self.settings.on_orphan)
+                except Exception:  # one broken request must not stop recovering the others
+                    logger.exception("request %s could not be taken over", record.request_id)
+
+    async def _current(self, record: RequestRecord) -> RequestRecord:
+        current = await self.store.get(record.request_id)
+        if current is None:
+            raise NotFoundError(f"request {record.request_id!r} does not exist")
+        return current
 
     async def fork(self, origin: RequestRecord, checkpoint_id: str) -> RequestRecord:
         """Start a new request on ``origin``'s thread, continuing from ``checkpoint_id``."""
@@ -172,6 +242,10 @@ class RunManager:
         """Ask a running request to stop at its next pause point."""
         if record.status != "running":
             raise ConflictError(f"request {record.request_id!r} is {record.status}, not running")
+        if self._orphaned(record):  # nobody drives it: pause it here and now
+            if not await self.take_over(record, "pause"):
+                raise ConflictError(f"request {record.request_id!r} changed state meanwhile; try again")
+            return
         self._pause_reasons[record.request_id] = reason
         await self.store.update(record.request_id, pause_requested=True)
 
@@ -204,7 +278,7 @@ class RunManager:
                 for event in await self.store.events_after(request_id, after_seq):
                     after_seq = event.seq
                     yield event
-                if record.status != "running" or (self._orphaned(record) and request_id not in self._tasks):
+                if record.status != "running":  # an orphan ends too, once a replica took it over
                     return
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wakeup.wait(), POLL_SECONDS)
@@ -216,6 +290,7 @@ class RunManager:
         """Heartbeat this process's runs and apply pause/cancel requests other replicas stored."""
         while True:
             try:
+                await self.recover_orphans()
                 for request_id, task in list(self._tasks.items()):
                     record = await self.store.get(request_id)
                     if record is not None and (record.status == "cancelled" or record.cancel_requested):
@@ -308,4 +383,4 @@ class RunManager:
             wakeup.set()
 
     def _orphaned(self, record: RequestRecord) -> bool:
-        return record.status == "running" and time.time() - (record.heartbeat_at or 0) > ORPHAN_SECONDS
+        return is_orphaned(record, self.owner, self.settings.orphan_after_seconds)

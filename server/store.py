@@ -165,6 +165,38 @@ class RequestStore:
             )
         return done.rowcount == 1
 
+    async def take_over(self, record: RequestRecord, owner: str) -> bool:
+        """Make ``owner`` the driver of an orphaned running request, unless anything moved meanwhile.
+
+        The row must still show the owner and heartbeat ``record`` was read with, so of several
+        replicas that spot the same orphan exactly one wins, and a driver that was only slow
+        (it wrote a heartbeat since) keeps its run.
+        """
+        table = requests_table
+        async with self._guard, self.engine.begin() as conn:
+            done = await conn.execute(
+                table.update()
+                .where(
+                    table.c.request_id == record.request_id,
+                    table.c.status == "running",
+                    table.c.owner == record.owner if record.owner is not None else table.c.owner.is_(None),
+                    table.c.heartbeat_at == record.heartbeat_at
+                    if record.heartbeat_at is not None
+                    else table.c.heartbeat_at.is_(None),
+                )
+                .values(owner=owner, pause_requested=False, heartbeat_at=time.time(), updated_at=time.time())
+            )
+        return done.rowcount == 1
+
+    async def running_elsewhere(self, owner: str) -> list[RequestRecord]:
+        """Running requests that another process drives (or drove, before it died)."""
+        query = requests_table.select().where(
+            requests_table.c.status == "running", requests_table.c.owner != owner
+        )
+        async with self._guard, self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [RequestRecord.model_validate(dict(row._mapping)) for row in rows]
+
     async def record(self, request_id: str, event: Event, traces: list[TraceEntry]) -> None:
         """Append one event (and the trace entries that came with it) and advance ``last_seq``."""
         async with self._guard, self.engine.begin() as conn:

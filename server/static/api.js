@@ -106,6 +106,15 @@ export function postStream(path, body, signal) {
   });
 }
 
+/** Follow a request's stored and live events after ``afterSeq`` (a reconnect); the caller checks response.ok. */
+export function followStream(requestId, afterSeq, signal) {
+  const extra = afterSeq ? { "Last-Event-ID": String(afterSeq) } : {};
+  return fetch(`/api/requests/${enc(requestId)}/stream`, {
+    headers: { ...headers(false), ...extra, Accept: "text/event-stream" },
+    signal,
+  });
+}
+
 /** Collects the fields of one SSE frame; takeLine returns the frame when a blank line ends it. */
 function frameCollector() {
   let frame = { event: "", id: "", data: [] };

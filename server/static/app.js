@@ -2,7 +2,7 @@
 // This module keeps the current request's state and wires the buttons: send, pause, resume,
 // cancel and fork. Rendering lives in chat.js, the side panels in panels.js, HTTP/SSE in api.js.
 
-import { api, enc, newId, postStream, readError, streamEvents, useToken } from "./api.js";
+import { api, enc, followStream, newId, postStream, readError, streamEvents, useToken } from "./api.js";
 import {
   addUserMessage,
   chipFor,
@@ -37,11 +37,15 @@ const STATUS_AFTER = {
 };
 // Events that settle an outstanding pause request.
 const SETTLES_PAUSE = new Set(["paused", "cancelled", "error"]);
+// How long a broken stream is followed again (the server may be restarting) before giving up.
+const RECONNECT_MS = 30_000;
+const RECONNECT_EVERY_MS = 1_000;
 
 const state = {
   requestId: null,
   threadId: null,
   status: null, // the server's view: running | paused | cancelled | completed | failed
+  lastSeq: 0, // the last event of the current request shown (a reconnect continues after it)
   streaming: false,
   controller: null,
   pausing: false,
@@ -64,6 +68,7 @@ function updateControls() {
 
 function applyEvent(ev) {
   if (ev.requestId && ev.requestId !== state.requestId) state.requestId = ev.requestId; // a fork's new request
+  if (typeof ev.seq === "number") state.lastSeq = ev.seq;
   if (Object.hasOwn(STATUS_AFTER, ev.type)) state.status = STATUS_AFTER[ev.type];
   if (SETTLES_PAUSE.has(ev.type)) state.pausing = false;
   renderEvent(ev);
@@ -79,31 +84,62 @@ function applyEvent(ev) {
  */
 async function openStream(path, body) {
   if (state.streaming) return null;
+  const outcome = await readStream((signal) => postStream(path, body, signal));
+  if (outcome.refusal) return outcome.refusal;
+  if (!outcome.ended && state.requestId) await reconnect();
+  return null;
+}
+
+/**
+ * Open a stream with ``open(signal)`` and apply its events. Returns {refusal} when the server
+ * answered with an error instead, {ended: true} after a terminal event, {ended: false} when the
+ * stream broke or closed before one (the server went away, the network dropped).
+ */
+async function readStream(open) {
   const controller = new AbortController();
   state.streaming = true;
   state.controller = controller;
   updateControls();
-  let ended = false; // a terminal event arrived
+  let ended = false;
   try {
-    const response = await postStream(path, body, controller.signal);
-    if (!response.ok) return await readError(response);
+    const response = await open(controller.signal);
+    if (!response.ok) return { refusal: await readError(response) };
     for await (const event of streamEvents(response)) {
       applyEvent(event);
       if (TERMINAL.has(event.type)) ended = true;
     }
   } catch (err) {
-    if (err.name !== "AbortError") errorLine(`connection failed: ${err.message}`);
+    if (err.name === "AbortError") ended = true;
   } finally {
     state.streaming = false;
     state.controller = null;
     endText();
     updateControls();
   }
-  if (!ended && state.requestId) await streamLost();
-  return null;
+  return { ended };
 }
 
-/** The stream ended without final/paused/cancelled/error: ask the server where the request is. */
+/**
+ * The stream broke before final/paused/cancelled/error. Follow the request again from the last
+ * event shown, for a while: a restarted server (or another replica) takes a crashed run over and
+ * its stream then says paused, or goes on (dropping what a re-run replaces).
+ */
+async function reconnect() {
+  const notice = noteLine("the connection was lost; reconnecting…", "warn");
+  const deadline = Date.now() + RECONNECT_MS;
+  while (Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, RECONNECT_EVERY_MS));
+    const outcome = await readStream((signal) => followStream(state.requestId, state.lastSeq, signal));
+    if (outcome.ended) {
+      notice.textContent = "the connection was lost; reconnected";
+      return;
+    }
+    if (outcome.refusal && outcome.refusal.status < 500) break; // the server answers, but not with the request
+  }
+  await streamLost();
+}
+
+/** Following again did not work: ask the server where the request is. */
 async function streamLost() {
   try {
     const record = await api("GET", `/api/requests/${enc(state.requestId)}`);
@@ -153,6 +189,7 @@ function switchToFallback(route, protocol) {
 
 function beginRequest(requestId) {
   state.requestId = requestId;
+  state.lastSeq = 0;
   state.threadId = requestId;
   state.status = "running";
   state.pausing = false;
@@ -254,6 +291,7 @@ async function fork(checkpointId) {
   const threadId = state.threadId;
   if (!threadId || state.streaming) return;
   state.requestId = null; // the server names the new request; its first event tells us
+  state.lastSeq = 0;
   state.status = "running";
   state.pausing = false;
   startTurn(`assistant · fork of ${checkpointId.slice(0, 13)}…`);

@@ -8,7 +8,18 @@ const current = {
   turn: null, // the assistant message body
   text: null, // the text block streamed text is appended to
   tools: new Map(), // callId -> tool line element
+  event: null, // the event being rendered: what it adds is tagged with its request and seq
 };
+
+/** Tag a node with the run event that made it, so a replaced attempt can be taken out again. */
+function tag(node) {
+  // Only events a graph step emitted are repeated by a re-run; the server's own (paused...) stay.
+  if (current.event && current.event.seq != null && current.event.graphStep != null) {
+    node.dataset.seq = String(current.event.seq);
+    node.dataset.request = current.event.requestId || "";
+  }
+  return node;
+}
 
 function scrollChat() {
   els.chat.scrollTop = els.chat.scrollHeight;
@@ -64,7 +75,7 @@ function appendText(text) {
     current.text = el("div", "text streaming");
     turn().append(current.text);
   }
-  current.text.append(document.createTextNode(text));
+  current.text.append(tag(el("span", "", text)));
   scrollChat();
 }
 
@@ -76,7 +87,7 @@ export function endText() {
 
 function block(node) {
   endText();
-  turn().append(node);
+  turn().append(tag(node));
   scrollChat();
   return node;
 }
@@ -141,8 +152,23 @@ function showFinal(ev) {
     el("div", "answer-label", ev.fallback ? "Final answer (fallback, built from tool results)" : "Final answer"),
     el("div", "answer-text", ev.answer),
   );
-  turn().append(box);
+  turn().append(tag(box));
   scrollChat();
+}
+
+/**
+ * A crashed attempt is being done again: take out what its events (``from`` up to the
+ * ``resumed`` event) showed, so nothing appears twice. Returns how many were taken out.
+ */
+function dropReplaced(ev) {
+  const replaced = [...els.chat.querySelectorAll("[data-seq]")].filter(
+    (node) => node.dataset.request === (ev.requestId || "") && Number(node.dataset.seq) >= ev.replacesFromSeq && Number(node.dataset.seq) < ev.seq,
+  );
+  for (const node of replaced) node.remove();
+  for (const [callId, line] of current.tools) if (!line.isConnected) current.tools.delete(callId);
+  for (const block of els.chat.querySelectorAll(".text")) if (!block.hasChildNodes()) block.remove();
+  current.text = null;
+  return replaced.length;
 }
 
 // ---------------------------------------------------------------- status chip
@@ -169,6 +195,7 @@ function phaseLabel(ev) {
 // ---------------------------------------------------------------- events
 
 function resumedText(ev) {
+  if (ev.reason === "crashed") return `the server stopped mid-run; resumed from checkpoint ${ev.checkpointId}`;
   if (!ev.fork) return `resumed from checkpoint ${ev.checkpointId}`;
   const where = ev.fromPhaseIndex != null ? ` (end of phase ${ev.fromPhaseIndex})` : "";
   return `forked from checkpoint ${ev.checkpointId}${where}`;
@@ -190,10 +217,15 @@ const RENDER = {
     setChip("done", "done");
   },
   paused: (ev) => {
-    noteLine(`paused (${ev.reason})${ev.phase ? ` after ${phaseLabel(ev)}` : ""}; press Resume to continue`, "pause");
+    const why = ev.reason === "crashed" ? "the server stopped mid-run; paused at its last checkpoint" : `paused (${ev.reason})`;
+    noteLine(`${why}${ev.phase ? ` after ${phaseLabel(ev)}` : ""}; press Resume to continue`, "pause");
     setChip("paused", "paused");
   },
   resumed: (ev) => {
+    if (ev.replacesFromSeq != null) {
+      const dropped = dropReplaced(ev);
+      if (dropped) noteLine(`the interrupted attempt is done again (${dropped} items of it removed)`, "warn");
+    }
     noteLine(resumedText(ev));
     setChip(ev.fork ? "forked" : "resumed", "running");
   },
@@ -213,5 +245,10 @@ export function renderEvent(ev) {
     setChip("running", "running"); // protocols without phases (unified) say no more than that
   }
   const render = Object.hasOwn(RENDER, ev.type) ? RENDER[ev.type] : null;
-  if (render) render(ev);
+  current.event = ev;
+  try {
+    if (render) render(ev);
+  } finally {
+    current.event = null;
+  }
 }

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
-from tests.server.conftest import slow_script
+from tests.server.conftest import Server, slow_script
 
 CHROMIUM = Path("/usr/bin/chromium")
 ANSWER = "The roadmap has two milestones."
@@ -150,3 +150,33 @@ def test_page_switches_to_the_fallback_route(servers: Any, tmp_path: Path) -> No
         assert posted == ["/api/chat/messages_two_stage", "/api/chat/messages", "/api/chat/messages"]
 
         page.screenshot(path=str(tmp_path / "page-fallback.png"), full_page=True)
+
+
+def test_page_reconnects_after_a_server_crash_and_drops_the_replaced_attempt(
+    servers: Any, tmp_path: Path
+) -> None:
+    """kill -9 mid-phase, restart on the same port: the page follows again, shows the crash pause,
+    and after Resume shows the interrupted phase once (the re-run replaces the partial attempt)."""
+    first = servers(PHASEGRAPH_MODEL=slow_script(tmp_path, delay_ms=150))
+    with open_page() as page:
+        page.goto(first.url)
+        chat = page.locator("#chat")
+        expect(page.locator("#protocol option[value='triggered_phase']")).to_have_count(1)
+        page.locator("#protocol").select_option("triggered_phase")
+        send(page, "What is on the roadmap?")
+        expect(chat.locator(".text span", has_text="Reading")).to_have_count(1, timeout=WAIT)
+        first.kill()
+        restarted = Server(env=first.env, port=first.port, log=tmp_path / "restarted.log").start()
+        try:
+            expect(chat).to_contain_text("the server stopped mid-run; paused", timeout=WAIT)
+            expect(page.locator("#status")).to_have_text("paused")
+            page.locator("#resume").click()
+            expect_done(page)
+            expect(chat).to_contain_text("the interrupted attempt is done again")
+            expect(chat).to_contain_text("the server stopped mid-run; paused")  # server notes stay
+            expect(chat.locator(".text span", has_text="Reading")).to_have_count(1)
+            expect(chat.locator(".tool", has_text="list_files")).to_have_count(1)
+            expect(chat.locator(".tool", has_text="read_file")).to_have_count(1)
+            page.screenshot(path=str(tmp_path / "page-crash.png"), full_page=True)
+        finally:
+            restarted.stop()

@@ -1,0 +1,115 @@
+"""A server killed mid-run: its runs are taken over, followers end cleanly, re-runs say what they replace."""
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from nodes.events import Event, Paused, Resumed
+from tests.server.conftest import Server, read_sse, slow_script, stream
+
+RUN = "/api/runs/triggered_phase/stream"
+
+
+def _kill_mid_phase(server: Server, request_id: str) -> list[Event]:
+    """Start a run and SIGKILL its server while the second action phase streams text."""
+    seen: list[Event] = []
+    body = {"message": "Summarise the roadmap", "requestId": request_id}
+    with (
+        httpx.Client(base_url=server.url) as client,
+        client.stream("POST", RUN, json=body, timeout=60) as response,
+    ):
+
+        def on_event(event: Event) -> None:
+            seen.append(event)
+            tool_done = any(e.type == "tool_result" for e in seen)
+            if tool_done and event.type == "text":
+                server.kill()
+
+        with pytest.raises(httpx.HTTPError):  # the connection dies with the server
+            read_sse(response, on_event=on_event)
+    assert server.process is not None and server.process.returncode is not None
+    return seen
+
+
+def _kept(events: list[Event]) -> list[Event]:
+    """What a client shows after dropping the attempts that ``resumed`` events say were replaced."""
+    kept: list[Event] = []
+    for event in events:
+        if isinstance(event, Resumed) and event.replaces_from_seq is not None:
+            kept = [e for e in kept if e.seq < event.replaces_from_seq or e.graph_step is None]
+        kept.append(event)
+    return kept
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {
+        "PHASEGRAPH_MODEL": slow_script(tmp_path, delay_ms=60),
+        "PHASEGRAPH_CHECKPOINTER": f"sqlite:{tmp_path / 'crash.db'}",
+        **extra,
+    }
+
+
+def test_a_restarted_server_pauses_the_crashed_run_and_resumes_it_without_repeats(servers, tmp_path: Path):
+    env = _env(tmp_path)
+    before = _kill_mid_phase(servers(**env), "req-crash")
+    interrupted = [e for e in before if e.type == "phase_start"][-1]
+    assert interrupted.phase == "action_phase" and before[-1].phase_index == interrupted.phase_index
+
+    restarted = servers(**env)
+    with httpx.Client(base_url=restarted.url) as client:
+        # Taken over at start-up: nobody has to wait for a heartbeat to go stale.
+        assert client.get("/api/requests/req-crash").json()["status"] == "paused"
+        replay = stream(client, "GET", "/api/requests/req-crash/stream")
+        assert isinstance(replay[-1], Paused) and replay[-1].reason == "crashed"
+        assert [e.seq for e in replay] == list(range(1, len(replay) + 1))
+        refused = client.post("/api/requests/req-crash/pause")
+        assert refused.status_code == 409 and "paused" in refused.json()["message"]
+
+        after = stream(client, "POST", "/api/requests/req-crash/resume", json={})
+        trace = client.get("/api/requests/req-crash/trace").json()
+    resumed = after[0]
+    assert isinstance(resumed, Resumed) and resumed.reason == "crashed"
+    assert resumed.replaces_from_seq == interrupted.seq  # the interrupted phase is dropped whole
+    events = replay + after
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    kept = _kept(events)
+    starts = [(e.phase, e.phase_index) for e in kept if e.type == "phase_start"]
+    assert len(starts) == len(set(starts)), starts  # no phase shown twice
+    assert kept[-1].type == "final" and "two milestones" in kept[-1].answer
+    assert [t["details"]["name"] for t in trace if t["type"] == "tool_call"] == ["list_files", "read_file"]
+
+
+def test_on_orphan_resume_continues_the_run_for_its_followers(servers, tmp_path: Path):
+    env = _env(tmp_path, PHASEGRAPH_ON_ORPHAN="resume")
+    before = _kill_mid_phase(servers(**env), "req-auto")
+    restarted = servers(**env)
+    with httpx.Client(base_url=restarted.url) as client:
+        followed = stream(client, "GET", "/api/requests/req-auto/stream")
+        assert client.get("/api/requests/req-auto").json()["status"] == "completed"
+    resumed = [e for e in followed if isinstance(e, Resumed)]
+    assert len(resumed) == 1 and resumed[0].reason == "crashed"
+    assert resumed[0].replaces_from_seq is not None and resumed[0].replaces_from_seq <= before[-1].seq
+    assert not [e for e in followed if isinstance(e, Paused)]
+    kept = _kept(followed)
+    starts = [(e.phase, e.phase_index) for e in kept if e.type == "phase_start"]
+    assert len(starts) == len(set(starts)) and kept[-1].type == "final"
+
+
+def test_a_run_killed_while_paused_is_left_paused(servers, tmp_path: Path):
+    """Only running requests are orphans: a paused one keeps its state and gets no extra event."""
+    env = _env(tmp_path)
+    first = servers(**env)
+    with httpx.Client(base_url=first.url) as client:
+
+        def pause_at_first_tool(event: Event) -> None:
+            if event.type == "tool_call":
+                assert client.post("/api/requests/req-p/pause").status_code == 202
+
+        events = stream(client, "POST", RUN, json={"message": "Hi", "requestId": "req-p"},
+                        on_event=pause_at_first_tool)  # fmt: skip
+    assert isinstance(events[-1], Paused) and events[-1].reason == "requested"
+    first.kill()
+    with httpx.Client(base_url=servers(**env).url) as client:
+        replay = stream(client, "GET", "/api/requests/req-p/stream")
+    assert [e.seq for e in replay] == [e.seq for e in events]

@@ -40,6 +40,8 @@ CANNOT_CONTINUE = (
 
 #: How often followers and the watcher look at the database for other replicas' changes.
 POLL_SECONDS = 0.2
+#: Why a local run stops when another replica has taken it over (it adds nothing more).
+SUPERSEDED = "superseded"
 
 
 class _Buffer:
@@ -211,7 +213,7 @@ class RunManager:
     async def recover_orphans(self) -> None:
         """Take over every run whose driver died (at start-up, then from the watcher)."""
         for record in await self.store.running_elsewhere(self.owner):
-            if self._orphaned(record):
+            if self._orphaned(record) and record.request_id not in self._tasks:
                 try:
                     await self.take_over(record, self.settings.on_orphan)
                 except Exception:  # one broken request must not stop recovering the others
@@ -295,6 +297,10 @@ class RunManager:
                     record = await self.store.get(request_id)
                     if record is not None and (record.status == "cancelled" or record.cancel_requested):
                         task.cancel()
+                    elif record is not None and record.owner != self.owner:
+                        # Another replica took the run over (this one looked dead): it drives now.
+                        self._pause_reasons[request_id] = SUPERSEDED
+                        task.cancel()
                     elif record is not None:
                         await self.store.update(request_id, heartbeat_at=time.time())
             except Exception:  # a database hiccup must not end the watcher; the next round retries
@@ -339,10 +345,13 @@ class RunManager:
                     return
                 graph_input, config = None, thread_config(record.thread_id)  # past the pause point
         except asyncio.CancelledError:
-            await self.store.append_traces(record.request_id, traces.drain())
             reason = self._pause_reasons.pop(record.request_id, "")
+            if reason != SUPERSEDED:
+                await self.store.append_traces(record.request_id, traces.drain())
             done = record.model_copy(update={"last_seq": seq})
-            if reason == "shutdown":
+            if reason == SUPERSEDED:
+                logger.warning("request %s: another replica took it over; stopped here", record.request_id)
+            elif reason == "shutdown":
                 await self._stop(done, "paused", Paused, reason="shutdown")
             else:
                 await self._stop(done, "cancelled", Cancelled)

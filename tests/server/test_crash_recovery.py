@@ -1,5 +1,6 @@
 """A server killed mid-run: its runs are taken over, followers end cleanly, re-runs say what they replace."""
 
+import sqlite3
 from pathlib import Path
 
 import httpx
@@ -113,3 +114,34 @@ def test_a_run_killed_while_paused_is_left_paused(servers, tmp_path: Path):
     with httpx.Client(base_url=servers(**env).url) as client:
         replay = stream(client, "GET", "/api/requests/req-p/stream")
     assert [e.seq for e in replay] == [e.seq for e in events]
+
+
+def test_a_driver_whose_run_was_taken_over_stops_without_a_word(servers, tmp_path: Path):
+    """A replica that only looked dead (its heartbeat went stale) must not go on driving a run
+    another replica took over: it stops silently and the new owner's events are the only ones."""
+    env = _env(tmp_path)
+    server = servers(**env)
+    body = {"message": "Summarise", "requestId": "req-stale"}
+
+    def look_dead(event: Event) -> None:
+        if event.type == "tool_call":
+            with sqlite3.connect(tmp_path / "crash.db") as db:
+                db.execute(
+                    "UPDATE phasegraph_requests SET owner = 'elsewhere:1:gone', heartbeat_at = 0 "
+                    "WHERE request_id = 'req-stale'"
+                )
+
+    with httpx.Client(base_url=server.url) as client:
+        events = stream(client, "POST", RUN, json=body, on_event=look_dead)
+        assert isinstance(events[-1], Paused) and events[-1].reason == "crashed"
+        assert not [e for e in events if e.type in ("cancelled", "final", "error")]
+        after = stream(client, "POST", "/api/requests/req-stale/resume", json={})
+        assert after[-1].type == "final"
+        log = stream(client, "GET", "/api/requests/req-stale/stream")
+        trace = client.get("/api/requests/req-stale/trace").json()
+    assert [e.seq for e in log] == list(range(1, len(log) + 1))
+    assert [e.type for e in log].count("final") == 1  # one driver: the old one stopped
+    assert [t["details"]["name"] for t in trace if t["type"] == "tool_call"] == ["list_files", "read_file"]
+    assert server.log is not None
+    log_text = server.log.read_text()
+    assert "another replica took it over; stopped here" in log_text and "Traceback" not in log_text

@@ -6,13 +6,14 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
+from nodes.answers import GatheredResult, format_args
 from nodes.emit import Emitter
 from nodes.errors import PhasegraphError
 from nodes.tool_calls import execute_tool_call
 from nodes.triggered_phase.context import TriggeredPhaseContext
 from nodes.triggered_phase.phases import close_phase, open_phase
-from nodes.triggered_phase.prompts import TOOL_RESULT_NOTE, format_args
-from nodes.triggered_phase.state import GatheredResult, TriggeredPhaseState, merged, phase_meta
+from nodes.triggered_phase.prompts import TOOL_RESULT_NOTE
+from nodes.triggered_phase.state import TriggeredPhaseState, merged, phase_meta
 
 
 async def run_tool_phase(

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from functools import wraps
+from typing import Any, ParamSpec, TypeVar
 
 from langgraph.config import get_stream_writer
+from langgraph.runtime import get_runtime
 from langgraph.types import StreamWriter
 
 from nodes.context import RunContext
-from nodes.events import EventBase
+from nodes.errors import PhasegraphError
+from nodes.events import ErrorEvent, EventBase
 from nodes.trace import TraceEntry, TraceType
 
 E = TypeVar("E", bound=EventBase)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 #: Keys of the custom-stream payloads; the run layer splits the stream on them.
 EVENT_KEY = "phasegraph_event"
@@ -40,3 +47,29 @@ class Emitter:
         """Write one trace entry (kept in full, raw tool outputs included)."""
         entry = TraceEntry(type=kind, request_id=self.context.request_id, details=details)
         self.writer({TRACE_KEY: entry.model_dump(mode="json")})
+
+
+@contextmanager
+def errors_reported(emitter: Emitter) -> Iterator[None]:
+    """Emit an ``error`` event for a PhasegraphError, then let it propagate.
+
+    The graph itself then tells every client (Studio and langgraph-sdk read only the graph's
+    streams) why the turn failed; the run layer does not repeat it.
+    """
+    try:
+        yield
+    except PhasegraphError as exc:
+        emitter.emit(ErrorEvent, kind=exc.kind, message=str(exc))
+        raise
+
+
+def reports_errors(node: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """Decorate an async node so its PhasegraphErrors reach clients as ``error`` events."""
+
+    @wraps(node)  # LangGraph reads the node's own signature through ``__wrapped__``
+    async def reporting(*args: P.args, **kwargs: P.kwargs) -> R:
+        runtime = get_runtime(RunContext)
+        with errors_reported(Emitter(runtime.context, runtime.stream_writer)):
+            return await node(*args, **kwargs)
+
+    return reporting

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 
 from nodes.answers import GatheredResult, format_args
-from nodes.emit import Emitter
+from nodes.emit import Emitter, reports_errors
 from nodes.errors import PhasegraphError
 from nodes.tool_calls import execute_tool_call
 from nodes.triggered_phase.context import TriggeredPhaseContext
@@ -16,6 +16,7 @@ from nodes.triggered_phase.prompts import TOOL_RESULT_NOTE
 from nodes.triggered_phase.state import TriggeredPhaseState, merged, phase_meta
 
 
+@reports_errors
 async def run_tool_phase(
     state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]
 ) -> dict[str, Any]:

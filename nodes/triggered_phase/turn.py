@@ -8,7 +8,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.runtime import Runtime
 
 from nodes.answers import all_tools_failed, fallback_answer
-from nodes.emit import Emitter
+from nodes.emit import Emitter, reports_errors
 from nodes.errors import ConfigurationError
 from nodes.events import Final
 from nodes.tool_calls import trace_tool_registration
@@ -16,7 +16,8 @@ from nodes.triggered_phase.context import TriggeredPhaseContext
 from nodes.triggered_phase.state import TriggeredPhaseState
 
 
-def start_turn(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]) -> dict[str, Any]:
+@reports_errors
+async def start_turn(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]) -> dict[str, Any]:
     """Check the turn has a user message, trace the tools on offer and reset per-turn counters."""
     messages = state.get("messages") or []
     if not messages or not isinstance(messages[-1], HumanMessage):

@@ -9,13 +9,20 @@ from typing import Any, cast
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ToolCallRequest
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    AnyMessage,
+    BaseMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.messages.utils import message_chunk_to_message
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from nodes.emit import Emitter
-from nodes.events import TextChunk
+from nodes.emit import Emitter, errors_reported
+from nodes.events import BudgetExhaustedEvent, TextChunk
 from nodes.prompts import ARGS_TOO_LARGE
 from nodes.tool_calls import execute_tool_call, trace_tool_registration
 from nodes.unified.budget import over_budget, turn_usage
@@ -28,7 +35,9 @@ class RunContextMiddleware(AgentMiddleware[Any, UnifiedContext]):
 
     async def abefore_agent(self, state: Any, runtime: Runtime[UnifiedContext]) -> dict[str, Any] | None:
         """Trace the tools this run offers, as every protocol does first."""
-        trace_tool_registration(Emitter(runtime.context, runtime.stream_writer), runtime.context.registry())
+        emitter = Emitter(runtime.context, runtime.stream_writer)
+        with errors_reported(emitter):
+            trace_tool_registration(emitter, runtime.context.registry())
         return None
 
     async def awrap_model_call(
@@ -42,17 +51,8 @@ class RunContextMiddleware(AgentMiddleware[Any, UnifiedContext]):
         """
         context = request.runtime.context
         emitter = Emitter(context, request.runtime.stream_writer)
-        usage = turn_usage(request.messages)
-        model = context.resolve_model(call_index=usage.model_calls)
-        prompt = context.system_prompt
-        spent = usage.spent(context)
-        if spent is not None:
-            emitter.emit(type(spent), **spent.model_dump(include={"budget", "limit", "used"}))
-            prompt = f"{prompt}\n\n{context.budget_notice}"
-        else:
-            model = cast(BaseChatModel, model.bind_tools(list(context.registry())))
-        message = await _stream_text(model, [SystemMessage(prompt), *request.messages], emitter)
-        return ModelResponse(result=[message])
+        with errors_reported(emitter):
+            return await _answer(context, request.messages, emitter)
 
     async def awrap_tool_call(
         self,
@@ -75,6 +75,23 @@ class RunContextMiddleware(AgentMiddleware[Any, UnifiedContext]):
             name=call["name"],
             status="success" if result.status == "ok" else "error",
         )
+
+
+async def _answer(
+    context: UnifiedContext, messages: list[AnyMessage], emitter: Emitter
+) -> ModelResponse[Any]:
+    """One model call: tools bound within budget, else tools unbound with the budget notice."""
+    usage = turn_usage(messages)
+    model = context.resolve_model(call_index=usage.model_calls)
+    prompt = context.system_prompt
+    spent = usage.spent(context)
+    if spent is not None:
+        emitter.emit(BudgetExhaustedEvent, budget=spent.budget, limit=spent.limit, used=spent.used)
+        prompt = f"{prompt}\n\n{context.budget_notice}"
+    else:
+        model = cast(BaseChatModel, model.bind_tools(list(context.registry())))
+    message = await _stream_text(model, [SystemMessage(prompt), *messages], emitter)
+    return ModelResponse(result=[message])
 
 
 def _refusal(request: ToolCallRequest, context: UnifiedContext) -> str | None:

@@ -103,3 +103,11 @@ async def test_call_limits_hold_when_the_driver_reinvokes_the_graph_at_every_pau
         graph_input = None
     assert [e.type for e in events].count("tool_result") == 8
     assert events[-1].type == "final"
+
+
+async def test_an_exhausted_script_ends_with_exactly_one_error_event(collect, tmp_path: Path):
+    spec = write_script(tmp_path, turn("", ("list_files", {"path": "docs"})))
+    result = await collect("unified", model=spec)
+    assert result.final is None
+    assert kinds(result) == ["tool_call", "tool_result", "error"]
+    assert result.error.kind == "script" and "script.json has no turn 2" in result.error.message

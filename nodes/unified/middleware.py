@@ -17,6 +17,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langchain_core.messages.ai import add_ai_message_chunks
 from langchain_core.messages.utils import message_chunk_to_message
 from langgraph.runtime import Runtime
 from langgraph.types import Command
@@ -105,12 +106,16 @@ def _refusal(request: ToolCallRequest, context: UnifiedContext) -> str | None:
 
 
 async def _stream_text(model: Any, messages: Sequence[BaseMessage], emitter: Emitter) -> AIMessage:
-    """Stream the model, emitting its text as it arrives, and return the whole message."""
-    whole: AIMessageChunk | None = None
+    """Stream the model, emitting its text as it arrives, and return the whole message.
+
+    The chunks are merged once at the end: merging as they arrive re-parses the growing tool
+    arguments at every chunk, quadratic in a long (or hostile) argument.
+    """
+    chunks: list[AIMessageChunk] = []
     async for chunk in model.astream(list(messages)):
         if text := chunk.text:
             emitter.emit(TextChunk, text=text)
-        whole = chunk if whole is None else whole + chunk
-    if whole is None:
+        chunks.append(chunk)
+    if not chunks:
         return AIMessage("")
-    return cast(AIMessage, message_chunk_to_message(whole))
+    return cast(AIMessage, message_chunk_to_message(add_ai_message_chunks(chunks[0], *chunks[1:])))

@@ -1,4 +1,4 @@
-"""unified: create_agent with call-limit middleware, on the same scripts and tools."""
+"""unified: create_agent with per-turn budgets, on the same scripts and tools."""
 
 from pathlib import Path
 

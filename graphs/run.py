@@ -19,7 +19,7 @@ from langgraph.types import Checkpointer
 from graphs.registry import ProtocolSpec, get_protocol
 from nodes.context import RunContext
 from nodes.emit import EVENT_KEY, TRACE_KEY
-from nodes.errors import ConfigurationError, PhasegraphError
+from nodes.errors import ConfigurationError, PhasegraphError, describe
 from nodes.events import ErrorEvent, Event, EventBase, Final, parse_event
 from nodes.trace import DEFAULT_TRACES, TraceEntry, TraceStore
 
@@ -101,12 +101,12 @@ async def stream_graph(
                 event = stamper.stamp(parse_event(custom[EVENT_KEY]))
                 reported = isinstance(event, ErrorEvent)
                 yield event
-    except PhasegraphError as exc:
+    except Exception as exc:  # every failure reaches the client as one error event
+        if not isinstance(exc, PhasegraphError):
+            logger.exception("request %s (%s) failed", context.request_id, spec.id)
         if not reported:
-            yield stamper.make(ErrorEvent, kind=exc.kind, message=str(exc))
-    except Exception as exc:  # any other failure still reaches the client as an error event
-        logger.exception("request %s (%s) failed", context.request_id, spec.id)
-        yield stamper.make(ErrorEvent, kind="internal", message=f"{type(exc).__name__}: {exc}")
+            kind, message = describe(exc)
+            yield stamper.make(ErrorEvent, kind=kind, message=message)
 
 
 async def stream_run(

@@ -8,11 +8,12 @@ from functools import wraps
 from typing import Any, ParamSpec, TypeVar
 
 from langgraph.config import get_stream_writer
+from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import get_runtime
 from langgraph.types import StreamWriter
 
 from nodes.context import RunContext
-from nodes.errors import PhasegraphError
+from nodes.errors import describe
 from nodes.events import ErrorEvent, EventBase
 from nodes.trace import TraceEntry, TraceType
 
@@ -51,20 +52,24 @@ class Emitter:
 
 @contextmanager
 def errors_reported(emitter: Emitter) -> Iterator[None]:
-    """Emit an ``error`` event for a PhasegraphError, then let it propagate.
+    """Emit an ``error`` event for a failure, then let it propagate unchanged.
 
     The graph itself then tells every client (Studio and langgraph-sdk read only the graph's
-    streams) why the turn failed; the run layer does not repeat it.
+    streams) why the turn failed; the run layer does not repeat it. Interrupts and other
+    LangGraph control flow (``GraphBubbleUp``) are not failures and pass untouched.
     """
     try:
         yield
-    except PhasegraphError as exc:
-        emitter.emit(ErrorEvent, kind=exc.kind, message=str(exc))
+    except GraphBubbleUp:
+        raise
+    except Exception as exc:
+        kind, message = describe(exc)
+        emitter.emit(ErrorEvent, kind=kind, message=message)
         raise
 
 
 def reports_errors(node: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-    """Decorate an async node so its PhasegraphErrors reach clients as ``error`` events."""
+    """Decorate an async node so its failures reach clients as ``error`` events."""
 
     @wraps(node)  # LangGraph reads the node's own signature through ``__wrapped__``
     async def reporting(*args: P.args, **kwargs: P.kwargs) -> R:

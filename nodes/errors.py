@@ -58,3 +58,10 @@ class TooLargeError(PhasegraphError):
     """A message or body is larger than this server accepts."""
 
     kind = "too_large"
+
+
+def describe(exc: Exception) -> tuple[str, str]:
+    """The ``kind`` and ``message`` of the ``error`` event a failure becomes."""
+    if isinstance(exc, PhasegraphError):
+        return exc.kind, str(exc)
+    return "internal", f"{type(exc).__name__}: {exc}"

@@ -25,6 +25,8 @@ CONFIG = json.loads((ROOT / "langgraph.json").read_text(encoding="utf-8"))
 LANGGRAPH = str(Path(sys.executable).parent / "langgraph")
 #: Longest a start or a single request may take; nothing here waits without a bound.
 START_SECONDS = 60
+#: More events than any scripted run here produces: a stream that gets this far is not ending.
+MAX_EVENTS = 2_000
 OFFLINE = {
     "LANGGRAPH_CLI_NO_ANALYTICS": "1",
     "LANGSMITH_TRACING": "false",
@@ -107,6 +109,7 @@ def stream_events(
     for part in client.runs.stream(thread_id, graph_id, input=graph_input, stream_mode="custom", **options):
         if part.event == "custom" and EVENT_KEY in part.data:
             events.append(parse_event(part.data[EVENT_KEY]))
+            assert len(events) < MAX_EVENTS, "the run does not end"
         elif part.event == "error":
             errors.append(part.data)
     return events, errors

@@ -48,7 +48,9 @@ class RunContextMiddleware(AgentMiddleware[Any, UnifiedContext]):
     ) -> ModelResponse[Any]:
         """Stream the run's model (positioned by this turn's calls) as ``text`` events.
 
-        Once a budget is spent the call answers with tools unbound and the budget notice.
+        The model is called here instead of through ``handler`` (which only invokes it), so the
+        graph itself streams ``text`` to every client. Once a budget is spent the call answers
+        with tools unbound and the budget notice.
         """
         context = request.runtime.context
         emitter = Emitter(context, request.runtime.stream_writer)

@@ -22,9 +22,6 @@ class ProtocolSpec:
     seed: str
     summary: str
     module: str
-    #: True when the protocol's nodes emit their own ``text`` events; otherwise the run layer
-    #: turns the model tokens of LangGraph's "messages" stream into ``text`` events.
-    streams_text: bool = True
     #: Nodes after which a run may pause (its natural pause points).
     pause_after: tuple[str, ...] = ()
 
@@ -77,10 +74,9 @@ PROTOCOLS: dict[str, ProtocolSpec] = {
         ProtocolSpec(
             id="unified",
             seed="000 (fallback)",
-            summary="LangChain's create_agent tool loop with call-limit middleware as the soft stop; "
+            summary="LangChain's create_agent tool loop with per-turn model and tool call budgets; "
             "the fallback route and the benchmark baseline.",
             module="graphs.unified",
-            streams_text=False,
             pause_after=("tools",),
         ),
     )

@@ -11,16 +11,16 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
+from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Checkpointer, StreamMode
+from langgraph.types import Checkpointer
 
 from graphs.registry import ProtocolSpec, get_protocol
 from nodes.context import RunContext
 from nodes.emit import EVENT_KEY, TRACE_KEY
-from nodes.errors import ConfigurationError, PhasegraphError
-from nodes.events import ErrorEvent, Event, EventBase, Final, TextChunk, parse_event
+from nodes.errors import ConfigurationError, PhasegraphError, describe
+from nodes.events import ErrorEvent, Event, EventBase, Final, parse_event
 from nodes.trace import DEFAULT_TRACES, TraceEntry, TraceStore
 
 E = TypeVar("E", bound=EventBase)
@@ -75,7 +75,10 @@ async def stream_graph(
     traces: TraceStore | None = None,
     seq_start: int = 0,
 ) -> AsyncIterator[Event]:
-    """Run ``graph`` and yield typed events; failures end the stream with an ``error`` event.
+    """Run ``graph`` and yield the typed events its nodes emit; a failure ends with an ``error`` event.
+
+    Every protocol emits its own events (``text`` and ``final`` included), so this layer only
+    stamps them; Studio and ``langgraph-sdk`` clients read the same events from the custom stream.
 
     Args:
         spec: The protocol being run.
@@ -88,33 +91,22 @@ async def stream_graph(
     """
     store = traces or DEFAULT_TRACES
     stamper = _Stamper(context, spec.id, seq_start)
-    modes: list[StreamMode] = ["custom", "values"] if spec.streams_text else ["custom", "values", "messages"]
-    saw_final, last_values = False, None
+    reported = False  # the graph already emitted the error event of the failure it raises
     try:
-        async for mode, chunk in graph.astream(graph_input, config, context=context, stream_mode=modes):
-            if mode == "values":
-                last_values = chunk
-            elif mode == "messages":
-                text, step = _token_text(chunk)
-                if text:
-                    yield stamper.make(TextChunk, text=text, graph_step=step)
-            elif TRACE_KEY in (custom := cast(dict[str, Any], chunk)):
+        async for chunk in graph.astream(graph_input, config, context=context, stream_mode="custom"):
+            custom = cast(dict[str, Any], chunk)
+            if TRACE_KEY in custom:
                 store.append(TraceEntry.model_validate(custom[TRACE_KEY]))
             elif EVENT_KEY in custom:
                 event = stamper.stamp(parse_event(custom[EVENT_KEY]))
-                saw_final = saw_final or isinstance(event, Final)
+                reported = isinstance(event, ErrorEvent)
                 yield event
-    except PhasegraphError as exc:
-        yield stamper.make(ErrorEvent, kind=exc.kind, message=str(exc))
-        return
-    except Exception as exc:  # any other failure still reaches the client as an error event
-        logger.exception("request %s (%s) failed", context.request_id, spec.id)
-        yield stamper.make(ErrorEvent, kind="internal", message=f"{type(exc).__name__}: {exc}")
-        return
-    if saw_final or await _is_paused(graph, config):
-        return
-    if (answer := _last_answer(last_values)) is not None:
-        yield stamper.make(Final, answer=answer)
+    except Exception as exc:  # every failure reaches the client as one error event
+        if not isinstance(exc, PhasegraphError):
+            logger.exception("request %s (%s) failed", context.request_id, spec.id)
+        if not reported:
+            kind, message = describe(exc)
+            yield stamper.make(ErrorEvent, kind=kind, message=message)
 
 
 async def stream_run(
@@ -151,23 +143,3 @@ async def run(protocol: str, message: str, **kwargs: Any) -> RunResult:
     if result.events:
         result.trace = traces.get(result.events[0].request_id)
     return result
-
-
-async def _is_paused(graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig | None) -> bool:
-    """True when a checkpointed run stopped at a breakpoint with nodes still to run."""
-    if graph.checkpointer is None or not config:
-        return False
-    snapshot = await graph.aget_state(config)
-    return bool(snapshot.next)
-
-
-def _token_text(chunk: Any) -> tuple[str, int | None]:
-    message, meta = chunk
-    text = message.text if isinstance(message, AIMessageChunk) else ""
-    return text, (meta or {}).get("langgraph_step")
-
-
-def _last_answer(values: Any) -> str | None:
-    messages = (values or {}).get("messages") or []
-    last = messages[-1] if messages else None
-    return last.text if isinstance(last, AIMessage) else None

@@ -8,9 +8,10 @@ from typing import Any, ClassVar
 from uuid import uuid4
 
 from langchain_core.language_models import BaseChatModel
+from pydantic.json_schema import SkipJsonSchema
 
 from nodes.errors import ConfigurationError
-from nodes.models import DEMO_MODEL, make_model
+from nodes.models import DEMO_MODEL, DEMO_WORKSPACE, make_model
 from nodes.prompts import SYSTEM_PROMPT
 from nodes.settings import run_settings
 from tools import ToolContext, ToolRegistry, default_registry
@@ -28,7 +29,14 @@ class RunContext:
             "description": "Model spec: 'openai:<model>' or 'scripted:<path>' ('scripted:demo' is offline)."
         },
     )
-    workspace: str = field(default=".", metadata={"description": "Root folder the workspace tools may read."})
+    workspace: str = field(
+        default="",
+        metadata={
+            "description": "Root folder the workspace tools may read (relative paths start at the folder "
+            "the process started in). Empty: the bundled demo workspace with the 'scripted:demo' model, "
+            "else that folder."
+        },
+    )
     project_id: str = field(default="default", metadata={"description": "Project the run belongs to."})
     request_id: str = field(
         default_factory=lambda: uuid4().hex, metadata={"description": "Id of this request (trace key)."}
@@ -47,11 +55,17 @@ class RunContext:
             "model reads why."
         },
     )
-    # In-process overrides for the Python API (tests, notebooks); Studio leaves them unset.
-    chat_model: Any = field(default=None, metadata={"description": "Python API only: a chat model instance."})
-    tool_registry: Any = field(default=None, metadata={"description": "Python API only: a ToolRegistry."})
+    # Live objects for the Python API (tests, notebooks). SkipJsonSchema keeps them out of the
+    # JSON schema langgraph-api serves, so Studio's form never offers them.
+    chat_model: SkipJsonSchema[Any] = field(
+        default=None, metadata={"description": "Python API only: a chat model instance."}
+    )
+    tool_registry: SkipJsonSchema[Any] = field(
+        default=None, metadata={"description": "Python API only: a ToolRegistry."}
+    )
 
     def __post_init__(self) -> None:
+        self.workspace = str(_absolute(self.workspace or self._default_workspace()))
         if not Path(self.workspace).is_dir():
             raise ConfigurationError(f"workspace {self.workspace!r} is not a folder")
         if self.max_tool_args_chars < 1:
@@ -62,6 +76,10 @@ class RunContext:
             make_model(self.model)  # fail now, before the run starts, on a bad spec or script
         if self.tool_registry is not None and not isinstance(self.tool_registry, ToolRegistry):
             raise ConfigurationError("tool_registry must be a tools.ToolRegistry")
+
+    def _default_workspace(self) -> Path:
+        """The bundled demo workspace goes with the bundled demo script; anything else reads here."""
+        return DEMO_WORKSPACE if self.model == DEMO_MODEL and self.chat_model is None else Path()
 
     def resolve_model(self, call_index: int = 0) -> BaseChatModel:
         """The chat model for the ``call_index``-th model call of this run."""
@@ -82,3 +100,13 @@ class RunContext:
         return ToolContext(
             workspace=Path(self.workspace), project_id=self.project_id, request_id=self.request_id
         )
+
+
+#: Where relative workspaces start. Read once at import: under ``langgraph dev`` a run may not
+#: ask the operating system for the current folder (a blocking call inside the event loop).
+_STARTED_IN = Path.cwd()
+
+
+def _absolute(workspace: str | Path) -> Path:
+    path = Path(workspace)
+    return path if path.is_absolute() else _STARTED_IN / path

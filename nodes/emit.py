@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from functools import wraps
+from typing import Any, ParamSpec, TypeVar
 
 from langgraph.config import get_config, get_stream_writer
+from langgraph.errors import GraphBubbleUp
+from langgraph.runtime import get_runtime
 from langgraph.types import StreamWriter
 
 from nodes.context import RunContext
-from nodes.events import EventBase
+from nodes.errors import describe
+from nodes.events import ErrorEvent, EventBase
 from nodes.trace import TraceEntry, TraceType
 
 E = TypeVar("E", bound=EventBase)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 #: Keys of the custom-stream payloads; the run layer splits the stream on them.
 EVENT_KEY = "phasegraph_event"
@@ -41,6 +49,36 @@ class Emitter:
         """Write one trace entry (kept in full, raw tool outputs included)."""
         entry = TraceEntry(type=kind, request_id=self.context.request_id, details=details)
         self.writer({TRACE_KEY: entry.model_dump(mode="json")})
+
+
+@contextmanager
+def errors_reported(emitter: Emitter) -> Iterator[None]:
+    """Emit an ``error`` event for a failure, then let it propagate unchanged.
+
+    The graph itself then tells every client (Studio and langgraph-sdk read only the graph's
+    streams) why the turn failed; the run layer does not repeat it. Interrupts and other
+    LangGraph control flow (``GraphBubbleUp``) are not failures and pass untouched.
+    """
+    try:
+        yield
+    except GraphBubbleUp:
+        raise
+    except Exception as exc:
+        kind, message = describe(exc)
+        emitter.emit(ErrorEvent, kind=kind, message=message)
+        raise
+
+
+def reports_errors(node: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """Decorate an async node so its failures reach clients as ``error`` events."""
+
+    @wraps(node)  # LangGraph reads the node's own signature through ``__wrapped__``
+    async def reporting(*args: P.args, **kwargs: P.kwargs) -> R:
+        runtime = get_runtime(RunContext)
+        with errors_reported(Emitter(runtime.context, runtime.stream_writer)):
+            return await node(*args, **kwargs)
+
+    return reporting
 
 
 def current_step() -> int | None:

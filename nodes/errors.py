@@ -1,8 +1,13 @@
 """Typed errors. Every failure a client can see maps to one of these and then to an ``error`` event."""
 
 
-class PhasegraphError(Exception):
-    """Root of every error phasegraph raises on purpose."""
+class PhasegraphError(RuntimeError):
+    """Root of every error phasegraph raises on purpose.
+
+    A ``RuntimeError`` because langgraph-api (``langgraph dev``, Studio, langgraph-sdk clients)
+    shows the message of built-in error types such as ``RuntimeError`` and replaces every other
+    message with "An internal error occurred"; our messages are written for the user.
+    """
 
     kind = "internal"
 
@@ -53,3 +58,10 @@ class TooLargeError(PhasegraphError):
     """A message or body is larger than this server accepts."""
 
     kind = "too_large"
+
+
+def describe(exc: Exception) -> tuple[str, str]:
+    """The ``kind`` and ``message`` of the ``error`` event a failure becomes."""
+    if isinstance(exc, PhasegraphError):
+        return exc.kind, str(exc)
+    return "internal", f"{type(exc).__name__}: {exc}"

@@ -117,7 +117,10 @@ class Final(EventBase):
 
     type: Literal["final"] = "final"
     answer: str
+    #: The answer was built from the tool results, not written by the model.
     fallback: bool = False
+    #: The turn ran tools and every one failed: the answer rests on no tool output.
+    all_tools_failed: bool = False
 
 
 class Paused(EventBase):

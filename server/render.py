@@ -71,7 +71,10 @@ class EventRenderer:
                 return f"[yellow]! {event.budget} budget exhausted ({event.used}/{event.limit})[/]"
             case Final():
                 title = "final answer (fallback)" if event.fallback else "final answer"
-                self.console.print(Panel(event.answer, title=title, border_style="green"))
+                if event.all_tools_failed:
+                    title += " - every tool call failed; it rests on no tool output"
+                border = "yellow" if event.all_tools_failed else "green"
+                self.console.print(Panel(event.answer, title=title, border_style=border))
                 return None
             case ErrorEvent():
                 return f"[bold red]error ({event.kind}): {event.message}[/]"

@@ -104,3 +104,10 @@ def test_console_script_is_installed():
     )
     assert done.returncode == 0, done.stderr
     assert parse_event(done.stdout.splitlines()[-1]).type == "final"
+
+
+def test_a_run_whose_every_tool_failed_says_so(tmp_path: Path):
+    result = runner.invoke(app, ["run", "triggered_phase", "Summarise", "--workspace", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "every tool call failed" in result.stdout
+    assert "every tool call failed" not in runner.invoke(app, ["run", "triggered_phase", "Summarise"]).stdout

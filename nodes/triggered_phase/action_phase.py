@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from nodes.emit import Emitter
+from nodes.emit import Emitter, reports_errors
 from nodes.events import BudgetExhaustedEvent, TextChunk
 from nodes.streaming import StreamOutcome, stream_until_first_call
 from nodes.triggered_phase.context import TriggeredPhaseContext
@@ -14,6 +14,7 @@ from nodes.triggered_phase.phases import build_prompt, close_phase, open_phase, 
 from nodes.triggered_phase.state import ProposedCall, TriggeredPhaseState, merged, phase_meta
 
 
+@reports_errors
 async def run_action_phase(
     state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]
 ) -> dict[str, Any]:
@@ -43,6 +44,7 @@ async def run_action_phase(
     return update | close_phase(emitter, merged(current, update), phase_meta(current), reason)
 
 
+@reports_errors
 async def run_final_phase(
     state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]
 ) -> dict[str, Any]:

@@ -6,11 +6,12 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
+from nodes.answers import format_args
 from nodes.emit import Emitter
 from nodes.errors import PhasegraphError
 from nodes.events import DuplicateToolCall
 from nodes.triggered_phase.context import TriggeredPhaseContext
-from nodes.triggered_phase.prompts import DUPLICATE_REFUSAL_NOTE, format_args
+from nodes.triggered_phase.prompts import DUPLICATE_REFUSAL_NOTE
 from nodes.triggered_phase.state import TriggeredPhaseState, phase_meta
 
 

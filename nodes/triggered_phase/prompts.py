@@ -12,10 +12,3 @@ BUDGET_NOTICE = "Tool budget reached; answer using existing results. Do not call
 DUPLICATE_BUDGET_NOTICE = (
     "Too many repeated tool calls; tools are now disabled. Answer using existing results."
 )
-
-FALLBACK_ANSWER_HEADER = "I could not produce a final answer; here is what the tools returned:"
-
-
-def format_args(args: dict[str, object]) -> str:
-    """Render call arguments the way the notes show them: ``path='docs', depth=2``."""
-    return ", ".join(f"{key}={value!r}" for key, value in args.items())

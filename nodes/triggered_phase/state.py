@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypedDict, cast
+from typing import Annotated, Any, cast
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict
 
+from nodes.answers import GatheredResult
 from nodes.events import Phase
 
 
@@ -19,15 +21,6 @@ class ProposedCall(TypedDict):
     signature: str
     duplicate: bool
     error: str | None  # why the call must not run (it is answered with this error instead)
-
-
-class GatheredResult(TypedDict):
-    """A tool result kept for later phases and for the fallback answer."""
-
-    name: str
-    args: dict[str, Any]
-    status: str
-    text: str
 
 
 class TriggeredPhaseInput(TypedDict):

@@ -6,15 +6,17 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from nodes.emit import Emitter
+from nodes.answers import GatheredResult, format_args
+from nodes.emit import Emitter, reports_errors
 from nodes.errors import PhasegraphError
 from nodes.tool_calls import execute_tool_call
 from nodes.triggered_phase.context import TriggeredPhaseContext
 from nodes.triggered_phase.phases import close_phase, open_phase
-from nodes.triggered_phase.prompts import TOOL_RESULT_NOTE, format_args
-from nodes.triggered_phase.state import GatheredResult, TriggeredPhaseState, merged, phase_meta
+from nodes.triggered_phase.prompts import TOOL_RESULT_NOTE
+from nodes.triggered_phase.state import TriggeredPhaseState, merged, phase_meta
 
 
+@reports_errors
 async def run_tool_phase(
     state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]
 ) -> dict[str, Any]:

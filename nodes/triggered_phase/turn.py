@@ -7,16 +7,17 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.runtime import Runtime
 
-from nodes.emit import Emitter
+from nodes.answers import all_tools_failed, fallback_answer
+from nodes.emit import Emitter, reports_errors
 from nodes.errors import ConfigurationError
 from nodes.events import Final
 from nodes.tool_calls import trace_tool_registration
 from nodes.triggered_phase.context import TriggeredPhaseContext
-from nodes.triggered_phase.prompts import FALLBACK_ANSWER_HEADER, format_args
-from nodes.triggered_phase.state import GatheredResult, TriggeredPhaseState
+from nodes.triggered_phase.state import TriggeredPhaseState
 
 
-def start_turn(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]) -> dict[str, Any]:
+@reports_errors
+async def start_turn(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]) -> dict[str, Any]:
     """Check the turn has a user message, trace the tools on offer and reset per-turn counters."""
     messages = state.get("messages") or []
     if not messages or not isinstance(messages[-1], HumanMessage):
@@ -52,19 +53,9 @@ def complete_turn(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseCon
         Final,
         answer=answer,
         fallback=fallback,
+        all_tools_failed=all_tools_failed(state["results"]),
         phase="complete",
         phase_index=state["phase_index"],
         cycle_index=state["cycle_index"],
     )
     return {"messages": [AIMessage(answer)], "answer": answer, "fallback": fallback, "phase": "complete"}
-
-
-def fallback_answer(results: list[GatheredResult], limit: int = 600) -> str:
-    """An answer built only from gathered tool results, the same for the same results."""
-    if not results:
-        return "I could not produce an answer and no tool returned anything to report."
-    lines = [FALLBACK_ANSWER_HEADER]
-    for item in results:
-        text = item["text"] if len(item["text"]) <= limit else item["text"][:limit] + " ..."
-        lines.append(f"- {item['name']}({format_args(item['args'])}) [{item['status']}]:\n{text}")
-    return "\n".join(lines)

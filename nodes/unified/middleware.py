@@ -3,44 +3,59 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ToolCallRequest
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    AnyMessage,
+    BaseMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.messages.ai import add_ai_message_chunks
+from langchain_core.messages.utils import message_chunk_to_message
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from nodes.context import RunContext
-from nodes.emit import Emitter
+from nodes.emit import Emitter, errors_reported
+from nodes.events import BudgetExhaustedEvent, TextChunk
 from nodes.prompts import ARGS_TOO_LARGE
 from nodes.tool_calls import execute_tool_call, trace_tool_registration
+from nodes.unified.budget import over_budget, turn_usage
+from nodes.unified.context import UnifiedContext
+from nodes.unified.prompts import BUDGET_REFUSAL
 
 
-class RunContextMiddleware(AgentMiddleware[Any, RunContext]):
+class RunContextMiddleware(AgentMiddleware[Any, UnifiedContext]):
     """Takes model, system prompt and tools from the run Context, and runs tools through ToolRunner."""
 
-    async def abefore_agent(self, state: Any, runtime: Runtime[RunContext]) -> dict[str, Any] | None:
+    async def abefore_agent(self, state: Any, runtime: Runtime[UnifiedContext]) -> dict[str, Any] | None:
         """Trace the tools this run offers, as every protocol does first."""
-        trace_tool_registration(Emitter(runtime.context, runtime.stream_writer), runtime.context.registry())
+        emitter = Emitter(runtime.context, runtime.stream_writer)
+        with errors_reported(emitter):
+            trace_tool_registration(emitter, runtime.context.registry())
         return None
 
     async def awrap_model_call(
         self,
-        request: ModelRequest[RunContext],
-        handler: Callable[[ModelRequest[RunContext]], Awaitable[ModelResponse[Any]]],
-    ) -> ModelResponse[Any] | AIMessage:
-        """Swap in the run's model (positioned by this turn's model calls), prompt and tools."""
+        request: ModelRequest[UnifiedContext],
+        handler: Callable[[ModelRequest[UnifiedContext]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any]:
+        """Stream the run's model (positioned by this turn's calls) as ``text`` events.
+
+        The model is called here instead of through ``handler`` (which only invokes it), so the
+        graph itself streams ``text`` to every client. Once a budget is spent the call answers
+        with tools unbound and the budget notice.
+        """
         context = request.runtime.context
-        model = context.resolve_model(call_index=_calls_this_turn(request.messages))
-        return await handler(
-            request.override(
-                model=model,
-                system_message=SystemMessage(context.system_prompt),
-                tools=list(context.registry()),
-            )
-        )
+        emitter = Emitter(context, request.runtime.stream_writer)
+        with errors_reported(emitter):
+            return await _answer(context, request.messages, emitter)
 
     async def awrap_tool_call(
         self,
@@ -48,17 +63,15 @@ class RunContextMiddleware(AgentMiddleware[Any, RunContext]):
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         """Execute the call with the run's ToolRunner; errors come back as readable tool messages."""
-        context = cast(RunContext, request.runtime.context)
+        context = cast(UnifiedContext, request.runtime.context)
         registry = context.registry()
         call = request.tool_call
         signature = registry.signature(call["name"], call["args"], context.project_id)
         emitter = Emitter(context, request.runtime.stream_writer)
         payload = {"id": call["id"] or "", "name": call["name"], "args": call["args"]}
-        too_large = len(json.dumps(call["args"])) > context.max_tool_args_chars
-        refusal = (
-            ARGS_TOO_LARGE.format(name=call["name"], limit=context.max_tool_args_chars) if too_large else None
+        result = await execute_tool_call(
+            context, emitter, registry, payload, signature, refusal=_refusal(request, context)
         )
-        result = await execute_tool_call(context, emitter, registry, payload, signature, refusal=refusal)
         return ToolMessage(
             content=result.as_text(),
             tool_call_id=call["id"],
@@ -67,10 +80,44 @@ class RunContextMiddleware(AgentMiddleware[Any, RunContext]):
         )
 
 
-def _calls_this_turn(messages: list[Any]) -> int:
-    count = 0
-    for message in reversed(messages):
-        if isinstance(message, HumanMessage):
-            break
-        count += isinstance(message, AIMessage)
-    return count
+async def _answer(
+    context: UnifiedContext, messages: list[AnyMessage], emitter: Emitter
+) -> ModelResponse[Any]:
+    """One model call: tools bound within budget, else tools unbound with the budget notice."""
+    usage = turn_usage(messages)
+    model = context.resolve_model(call_index=usage.model_calls)
+    prompt = context.system_prompt
+    spent = usage.spent(context)
+    if spent is not None:
+        emitter.emit(BudgetExhaustedEvent, budget=spent.budget, limit=spent.limit, used=spent.used)
+        prompt = f"{prompt}\n\n{context.budget_notice}"
+    else:
+        model = cast(BaseChatModel, model.bind_tools(list(context.registry())))
+    message = await _stream_text(model, [SystemMessage(prompt), *messages], emitter)
+    return ModelResponse(result=[message])
+
+
+def _refusal(request: ToolCallRequest, context: UnifiedContext) -> str | None:
+    """Why the call must not run: past the turn's tool budget, or arguments too large."""
+    call = request.tool_call
+    if over_budget(request.state["messages"], call["id"] or "", context):
+        return BUDGET_REFUSAL.format(limit=context.max_tool_calls)
+    if len(json.dumps(call["args"])) > context.max_tool_args_chars:
+        return ARGS_TOO_LARGE.format(name=call["name"], limit=context.max_tool_args_chars)
+    return None
+
+
+async def _stream_text(model: Any, messages: Sequence[BaseMessage], emitter: Emitter) -> AIMessage:
+    """Stream the model, emitting its text as it arrives, and return the whole message.
+
+    The chunks are merged once at the end: merging as they arrive re-parses the growing tool
+    arguments at every chunk, quadratic in a long (or hostile) argument.
+    """
+    chunks: list[AIMessageChunk] = []
+    async for chunk in model.astream(list(messages)):
+        if text := chunk.text:
+            emitter.emit(TextChunk, text=text)
+        chunks.append(chunk)
+    if not chunks:
+        return AIMessage("")
+    return cast(AIMessage, message_chunk_to_message(add_ai_message_chunks(chunks[0], *chunks[1:])))

@@ -37,3 +37,10 @@ def test_context_renders_as_a_form(name: str):
     assert all(described.values()), f"fields without a description: {described}"
     schema = PROTOCOLS[name].compile().get_context_jsonschema()
     assert {"model", "workspace", "project_id", "show_tool_outputs"} <= set(schema["properties"])
+
+
+@pytest.mark.parametrize("name", sorted(PROTOCOLS))
+def test_input_and_output_render_as_forms(name: str):
+    graph = PROTOCOLS[name].compile()
+    assert "messages" in graph.get_input_jsonschema()["properties"]
+    assert "messages" in graph.get_output_jsonschema()["properties"]

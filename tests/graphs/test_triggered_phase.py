@@ -199,13 +199,21 @@ async def test_tool_errors_are_results_the_model_reads(collect):
     assert [e.reason for e in of_type(result, "phase_end") if e.phase == "tool_phase"] == ["tool_error"] * 3
     assert "ERROR: path '../../etc/passwd' is outside the workspace" in model.prompts[1][1].content
     assert result.final.answer == "I could not read those."
+    assert result.final.all_tools_failed  # the answer rests on no tool output, and the event says so
+
+
+async def test_a_turn_with_one_working_tool_is_not_marked_failed(collect):
+    model = scripted(turn("", ("read_file", {"path": "nope.md"})), turn("", ("list_files", {})), turn("Ok."))
+    result = await collect("triggered_phase", chat_model=model)
+    assert [e.status for e in of_type(result, "tool_result")] == ["error", "ok"]
+    assert not result.final.all_tools_failed
 
 
 async def test_an_exhausted_script_ends_with_an_error_event(collect, tmp_path: Path):
     spec = write_script(tmp_path, turn("", ("list_files", {})))
     result = await collect("triggered_phase", model=spec)
     assert result.final is None
-    assert result.events[-1].type == "error"
+    assert kinds(result)[-1] == "error" and len(of_type(result, "error")) == 1
     assert result.error.kind == "script" and "script.json has no turn 2" in result.error.message
 
 

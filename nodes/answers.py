@@ -1,0 +1,41 @@
+"""Final answers every protocol shares: the deterministic fallback, and whether any tool succeeded."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from typing_extensions import TypedDict
+
+FALLBACK_ANSWER_HEADER = "I could not produce a final answer; here is what the tools returned:"
+NO_RESULTS_ANSWER = "I could not produce an answer and no tool returned anything to report."
+
+
+class GatheredResult(TypedDict):
+    """A tool result kept for later model calls and for the fallback answer."""
+
+    name: str
+    args: dict[str, Any]
+    status: str
+    text: str
+
+
+def format_args(args: dict[str, object]) -> str:
+    """Render call arguments the way notes and answers show them: ``path='docs', depth=2``."""
+    return ", ".join(f"{key}={value!r}" for key, value in args.items())
+
+
+def fallback_answer(results: Sequence[GatheredResult], limit: int = 600) -> str:
+    """An answer built only from gathered tool results, the same for the same results."""
+    if not results:
+        return NO_RESULTS_ANSWER
+    lines = [FALLBACK_ANSWER_HEADER]
+    for item in results:
+        text = item["text"] if len(item["text"]) <= limit else item["text"][:limit] + " ..."
+        lines.append(f"- {item['name']}({format_args(item['args'])}) [{item['status']}]:\n{text}")
+    return "\n".join(lines)
+
+
+def all_tools_failed(results: Sequence[GatheredResult]) -> bool:
+    """True when the turn ran tools and every one of them failed: its answer rests on no tool output."""
+    return bool(results) and all(item["status"] != "ok" for item in results)

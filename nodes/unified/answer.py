@@ -1,0 +1,37 @@
+"""The end of a unified turn: exactly one ``final`` event, with a fallback for an empty answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.messages import AIMessage, AnyMessage
+from langgraph.runtime import Runtime
+
+from nodes.answers import all_tools_failed, fallback_answer
+from nodes.emit import Emitter
+from nodes.events import Final
+from nodes.unified.budget import turn_results
+from nodes.unified.context import UnifiedContext
+
+
+class FinalAnswerMiddleware(AgentMiddleware[Any, UnifiedContext]):
+    """Emits the turn's ``final`` event once the loop is done (``after_agent`` runs once per turn)."""
+
+    async def aafter_agent(self, state: Any, runtime: Runtime[UnifiedContext]) -> dict[str, Any] | None:
+        """Emit ``final``; an empty answer becomes a deterministic summary of the tool results."""
+        messages: list[AnyMessage] = state["messages"]
+        last = messages[-1] if messages else None
+        answer = last.text.strip() if isinstance(last, AIMessage) else ""
+        results = turn_results(messages)
+        fallback = not answer
+        if fallback:
+            answer = fallback_answer(results)
+        Emitter(runtime.context, runtime.stream_writer).emit(
+            Final, answer=answer, fallback=fallback, all_tools_failed=all_tools_failed(results)
+        )
+        if not fallback:
+            return None
+        # the conversation keeps the answer the user saw, in place of the empty model message
+        replaced = {"id": last.id} if isinstance(last, AIMessage) else {}
+        return {"messages": [AIMessage(answer, **replaced)]}

@@ -1,0 +1,115 @@
+"""A real ``langgraph dev`` (what LangGraph Studio talks to), one per test module, offline and headless."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_sync_client
+from langgraph_sdk.client import SyncLangGraphClient
+
+from nodes.emit import EVENT_KEY
+from nodes.events import Event, parse_event
+
+ROOT = Path(__file__).parents[2]
+CONFIG = json.loads((ROOT / "langgraph.json").read_text(encoding="utf-8"))
+LANGGRAPH = str(Path(sys.executable).parent / "langgraph")
+#: Longest a start or a single request may take; nothing here waits without a bound.
+START_SECONDS = 60
+#: More events than any scripted run here produces: a stream that gets this far is not ending.
+MAX_EVENTS = 2_000
+OFFLINE = {
+    "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+    "LANGSMITH_TRACING": "false",
+    "LANGCHAIN_TRACING_V2": "false",
+    "LANGSMITH_API_KEY": "",
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _config_in(folder: Path) -> Path:
+    """The project's langgraph.json with its graph paths made absolute, so the server can run in
+    ``folder`` (its in-memory state goes there, not into the work tree) without file persistence."""
+    graphs = {name: str(ROOT / target.removeprefix("./")) for name, target in CONFIG["graphs"].items()}
+    config = {**CONFIG, "graphs": graphs, "dependencies": [str(ROOT)], "disable_persistence": True}
+    path = folder / "langgraph.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Start ``langgraph dev`` (no browser, no reload, loopback, no telemetry); stop it after the module."""
+    folder = tmp_path_factory.mktemp("langgraph-dev")
+    port, log = _free_port(), folder / "server.log"
+    command = [LANGGRAPH, "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port)]
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [*command, "--config", str(_config_in(folder))],
+            cwd=folder,
+            env={**os.environ, **OFFLINE},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until_up(process, url, log)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
+def _wait_until_up(process: subprocess.Popen[bytes], url: str, log: Path) -> None:
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"langgraph dev exited early:\n{log.read_text()}")
+        try:
+            if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"langgraph dev did not come up in {START_SECONDS} s:\n{log.read_text()}")
+
+
+@pytest.fixture
+def client(studio: str) -> Iterator[SyncLangGraphClient]:
+    """A langgraph-sdk client on the module's server, as Studio uses the API."""
+    sdk = get_sync_client(url=studio, timeout=START_SECONDS)
+    yield sdk
+    sdk.http.client.close()
+
+
+def stream_events(
+    client: SyncLangGraphClient, thread_id: str, graph_id: str, graph_input: Any, **options: Any
+) -> tuple[list[Event], list[dict[str, Any]]]:
+    """Run one segment with ``stream_mode="custom"``: our events, and the API's ``error`` parts."""
+    events: list[Event] = []
+    errors: list[dict[str, Any]] = []
+    for part in client.runs.stream(thread_id, graph_id, input=graph_input, stream_mode="custom", **options):
+        if part.event == "custom" and EVENT_KEY in part.data:
+            events.append(parse_event(part.data[EVENT_KEY]))
+            assert len(events) < MAX_EVENTS, "the run does not end"
+        elif part.event == "error":
+            errors.append(part.data)
+    return events, errors

@@ -2,8 +2,10 @@
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
+# langgraph dev lives apart: its server's pins clash with the dev tools (see pyproject.toml).
+STUDIO_VENV := .venv-studio
 
-.PHONY: demo test lint clean
+.PHONY: demo test lint studio clean
 
 $(BIN)/phasegraph: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,10 +18,16 @@ $(VENV)/.dev: $(BIN)/phasegraph
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	@touch $@
 
+$(STUDIO_VENV)/bin/langgraph: pyproject.toml
+	$(PYTHON) -m venv $(STUDIO_VENV)
+	$(STUDIO_VENV)/bin/pip install --quiet --upgrade pip
+	$(STUDIO_VENV)/bin/pip install --quiet -e '.[studio]'
+	@touch $@
+
 demo: $(BIN)/phasegraph
 	$(BIN)/phasegraph run triggered_phase "Summarise the roadmap in the docs folder."
 
-test: $(VENV)/.dev
+test: $(VENV)/.dev $(STUDIO_VENV)/bin/langgraph
 	$(BIN)/pytest -q
 
 lint: $(VENV)/.dev
@@ -27,5 +35,8 @@ lint: $(VENV)/.dev
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+studio: $(STUDIO_VENV)/bin/langgraph
+	$(STUDIO_VENV)/bin/langgraph dev
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(STUDIO_VENV) .pytest_cache .mypy_cache .ruff_cache

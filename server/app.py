@@ -3,6 +3,7 @@
 import asyncio
 import contextlib
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -10,13 +11,16 @@ from typing import Annotated, Any, Literal
 
 import anyio
 from fastapi import Depends, FastAPI, Header, Request
+from fastapi import Path as PathParam
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from fastapi.staticfiles import StaticFiles
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp
 
 from graphs.registry import PROTOCOLS, get_protocol
 from nodes.errors import (
@@ -33,6 +37,16 @@ from nodes.settings import ServerSettings
 from server.auth import Access, access_for, parse_tokens
 from server.checkpoints import checkpoint_values, timeline
 from server.persistence import open_checkpointer
+from server.responses import (
+    STARTS,
+    ControlAnswer,
+    DeclaredTooLarge,
+    ProtocolInfo,
+    RequestStatus,
+    document_settings,
+    errors,
+    http_kind,
+)
 from server.runs import RunManager
 from server.sse import to_sse
 from server.store import RequestRecord, RequestStore
@@ -50,7 +64,8 @@ _STATUS = {
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    # strict: 0 is not false and "3" is not 3, as the schema says.
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", strict=True)
 
 
 def _addressable(value: str) -> str:
@@ -59,14 +74,32 @@ def _addressable(value: str) -> str:
     return value
 
 
+ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
 #: Ids appear in URL paths, so they are kept to URL-safe characters that a URL can address.
-Identifier = Annotated[str, Field(pattern=r"^[A-Za-z0-9._:-]{1,200}$"), AfterValidator(_addressable)]
+Identifier = Annotated[str, Field(pattern=ID_PATTERN), AfterValidator(_addressable)]
+#: The same ids in a path: one that no body could have created is refused with 422.
+PathId = Annotated[str, PathParam(pattern=ID_PATTERN), AfterValidator(_addressable)]
+
+
+def _whole(value: Any) -> Any:
+    # JSON Schema counts 3.0 as an integer, so the strict body does too (but not "3" or true).
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+#: A phase number (from 1): a JSON integer, written with or without a zero fraction.
+PhaseIndex = Annotated[int, Field(ge=1), BeforeValidator(_whole)]
+
+#: What ``str.strip()`` removes: the message check below must agree with the server's own test,
+#: and an explicit class means the same in the schema's ECMA regex, pydantic's and Python's.
+_BLANK = r"\u0009-\u000d\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+#: A message has something besides whitespace.
+NOT_BLANK = f"^[{_BLANK}]*[^{_BLANK}]"
 
 
 class ChatRequest(_Body):
     """Body of every streaming route."""
 
-    message: str = Field(min_length=1)
+    message: str = Field(min_length=1, pattern=NOT_BLANK, description="What the agent should do (not blank).")
     project_id: Identifier = "default"
     request_id: Identifier | None = None
     thread_id: Identifier | None = None
@@ -78,7 +111,7 @@ class ChatRequest(_Body):
 class ResumeFrom(_Body):
     """Body of the generic resume route: where to continue (the latest point when omitted)."""
 
-    resume_from_phase_index: int | None = Field(default=None, ge=1)
+    resume_from_phase_index: PhaseIndex | None = None
 
 
 class ResumeRequest(ResumeFrom):
@@ -117,7 +150,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
                 await store.close()
 
     # FastAPI refuses a larger body with 413 while it streams in, before anything parses it.
-    app = FastAPI(title="phasegraph", lifespan=lifespan, max_body_size=settings.max_body_bytes)
+    app = _App(title="phasegraph", lifespan=lifespan, max_body_size=settings.max_body_bytes)
     app.state.settings = settings
 
     @app.exception_handler(PhasegraphError)
@@ -127,6 +160,12 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         if isinstance(exc, _TwoStageDisabled):
             body["fallback"] = FALLBACK_ROUTE  # the one switch: clients move to this route
         return JSONResponse(body, status_code=status)
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        # FastAPI's and Starlette's own refusals (401, 403, 405, unparseable body, ...) in the same shape.
+        body = {"error": http_kind(exc.status_code), "message": str(exc.detail)}
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
@@ -145,12 +184,26 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/")
+    @app.get("/", response_class=HTMLResponse)
     async def index() -> FileResponse:
         return FileResponse(STATIC / "index.html")
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app
+
+
+class _App(FastAPI):
+    """FastAPI whose schema states this server's settings, and whose oversized bodies get JSON 413s."""
+
+    def openapi(self) -> dict[str, Any]:
+        """The schema, with what the settings decide (tokens, models, message size) written in."""
+        if self.openapi_schema is None:
+            self.openapi_schema = document_settings(super().openapi(), self.state.settings)
+        return self.openapi_schema
+
+    def build_middleware_stack(self) -> ASGIApp:
+        """Starlette's stack, behind the JSON answer to a declared oversized body."""
+        return DeclaredTooLarge(super().build_middleware_stack(), self.state.settings.max_body_bytes)
 
 
 Caller = Any  # a dependency callable returning Access
@@ -221,7 +274,10 @@ def _add_stream_routes(app: FastAPI, settings: ServerSettings, caller: Caller) -
         return started
 
     async def by_path(
-        protocol: str, body: ChatRequest, request: Request, access: Annotated[Access, Depends(caller)]
+        protocol: Annotated[str, PathParam(json_schema_extra={"enum": list(PROTOCOLS)})],
+        body: ChatRequest,
+        request: Request,
+        access: Annotated[Access, Depends(caller)],
     ) -> RequestRecord:
         if protocol not in PROTOCOLS:
             raise NotFoundError(f"unknown protocol {protocol!r}; known protocols: {', '.join(PROTOCOLS)}")
@@ -233,28 +289,28 @@ def _add_stream_routes(app: FastAPI, settings: ServerSettings, caller: Caller) -
         _require_two_stage(settings)
         return await _resume(_manager(request), body.request_id, body.resume_from_phase_index, access)
 
-    @app.get("/api/protocols")
+    @app.get("/api/protocols", response_model=list[ProtocolInfo])
     async def protocols(access: Annotated[Access, Depends(caller)]) -> list[dict[str, str]]:
         return [
             {"id": s.id, "seed": s.seed, "summary": s.summary, "route": f"/api/runs/{s.id}/stream"}
             for s in PROTOCOLS.values()
         ]
 
-    @app.post("/api/runs/{protocol}/stream", response_class=EventSourceResponse)
+    @app.post("/api/runs/{protocol}/stream", response_class=EventSourceResponse, responses=errors(*STARTS))
     async def run_stream(
         body: ChatRequest, request: Request, record: Annotated[RequestRecord, Depends(by_path)]
     ) -> AsyncIterator[ServerSentEvent]:
         async for item in _stream(_manager(request), record, 0, body.on_disconnect):
             yield item
 
-    @app.post(FALLBACK_ROUTE, response_class=EventSourceResponse)
+    @app.post(FALLBACK_ROUTE, response_class=EventSourceResponse, responses=errors(*STARTS))
     async def chat_messages(
         body: ChatRequest, request: Request, record: Annotated[RequestRecord, Depends(starter("unified"))]
     ) -> AsyncIterator[ServerSentEvent]:
         async for item in _stream(_manager(request), record, 0, body.on_disconnect):
             yield item
 
-    @app.post("/api/chat/messages_two_stage", response_class=EventSourceResponse)
+    @app.post("/api/chat/messages_two_stage", response_class=EventSourceResponse, responses=errors(*STARTS))
     async def chat_two_stage(
         body: ChatRequest,
         request: Request,
@@ -263,7 +319,11 @@ def _add_stream_routes(app: FastAPI, settings: ServerSettings, caller: Caller) -
         async for item in _stream(_manager(request), record, 0, body.on_disconnect):
             yield item
 
-    @app.post("/api/chat/messages_two_stage/resume", response_class=EventSourceResponse)
+    @app.post(
+        "/api/chat/messages_two_stage/resume",
+        response_class=EventSourceResponse,
+        responses=errors(400, 404, 409, 413),
+    )
     async def resume(
         request: Request, record: Annotated[RequestRecord, Depends(resumed)]
     ) -> AsyncIterator[ServerSentEvent]:
@@ -284,16 +344,16 @@ class _TwoStageDisabled(NotFoundError):
 
 
 def _add_request_routes(app: FastAPI, caller: Caller) -> None:
-    @app.get("/api/requests/{request_id}")
+    @app.get("/api/requests/{request_id}", response_model=RequestStatus, responses=errors(404))
     async def get_request(
-        request_id: str, request: Request, access: Annotated[Access, Depends(caller)]
+        request_id: PathId, request: Request, access: Annotated[Access, Depends(caller)]
     ) -> dict[str, Any]:
         record = await _visible(_manager(request), request_id, access)
         return _describe(record)
 
-    @app.get("/api/requests/{request_id}/trace")
+    @app.get("/api/requests/{request_id}/trace", responses=errors(404))
     async def get_trace(
-        request_id: str, request: Request, access: Annotated[Access, Depends(caller)]
+        request_id: PathId, request: Request, access: Annotated[Access, Depends(caller)]
     ) -> list[dict[str, Any]]:
         manager = _manager(request)
         await _visible(manager, request_id, access)
@@ -302,13 +362,17 @@ def _add_request_routes(app: FastAPI, caller: Caller) -> None:
         ]
 
     async def followed(
-        request_id: str, request: Request, access: Annotated[Access, Depends(caller)],
-        last_event_id: Annotated[str | None, Header()] = None,
+        request_id: PathId, request: Request, access: Annotated[Access, Depends(caller)],
+        last_event_id: Annotated[str, Header(json_schema_extra={"pattern": LAST_EVENT_ID})] = "",
     ) -> tuple[RequestRecord, int]:  # fmt: skip
         record = await _visible(_manager(request), request_id, access)
         return record, _last_event_id(last_event_id, record)
 
-    @app.get("/api/requests/{request_id}/stream", response_class=EventSourceResponse)
+    @app.get(
+        "/api/requests/{request_id}/stream",
+        response_class=EventSourceResponse,
+        responses=errors(404, invalid_input="Last-Event-ID is past the request's last event"),
+    )
     async def follow(
         request: Request, followed: Annotated[tuple[RequestRecord, int], Depends(followed)]
     ) -> AsyncIterator[ServerSentEvent]:
@@ -317,7 +381,7 @@ def _add_request_routes(app: FastAPI, caller: Caller) -> None:
             yield item
 
     async def resumed(
-        request_id: str,
+        request_id: PathId,
         request: Request,
         access: Annotated[Access, Depends(caller)],
         body: ResumeFrom | None = None,
@@ -325,24 +389,33 @@ def _add_request_routes(app: FastAPI, caller: Caller) -> None:
         phase_index = body.resume_from_phase_index if body else None
         return await _resume(_manager(request), request_id, phase_index, access)
 
-    @app.post("/api/requests/{request_id}/resume", response_class=EventSourceResponse)
+    @app.post(
+        "/api/requests/{request_id}/resume",
+        response_class=EventSourceResponse,
+        responses=errors(400, 404, 409, 413),
+    )
     async def resume(
         request: Request, record: Annotated[RequestRecord, Depends(resumed)]
     ) -> AsyncIterator[ServerSentEvent]:
         async for item in _stream(_manager(request), record, record.last_seq, "stop"):
             yield item
 
-    @app.post("/api/requests/{request_id}/pause", status_code=202)
+    @app.post(
+        "/api/requests/{request_id}/pause",
+        status_code=202,
+        response_model=ControlAnswer,
+        responses=errors(404, 409),
+    )
     async def pause(
-        request_id: str, request: Request, access: Annotated[Access, Depends(caller)]
+        request_id: PathId, request: Request, access: Annotated[Access, Depends(caller)]
     ) -> dict[str, Any]:
         manager = _manager(request)
         await manager.pause(await _visible(manager, request_id, access))
         return {"requestId": request_id, "status": "pausing"}
 
-    @app.post("/api/requests/{request_id}/cancel")
+    @app.post("/api/requests/{request_id}/cancel", response_model=ControlAnswer, responses=errors(404, 409))
     async def cancel(
-        request_id: str, request: Request, access: Annotated[Access, Depends(caller)]
+        request_id: PathId, request: Request, access: Annotated[Access, Depends(caller)]
     ) -> dict[str, Any]:
         manager = _manager(request)
         await manager.cancel(await _visible(manager, request_id, access))
@@ -356,30 +429,34 @@ def _add_checkpoint_routes(app: FastAPI, caller: Caller) -> None:
             raise NotFoundError(f"thread {thread_id!r} does not exist")
         return record
 
-    @app.get("/api/threads/{thread_id}/checkpoints")
+    @app.get("/api/threads/{thread_id}/checkpoints", responses=errors(404))
     async def checkpoints(
-        thread_id: str, request: Request, access: Annotated[Access, Depends(caller)]
+        thread_id: PathId, request: Request, access: Annotated[Access, Depends(caller)]
     ) -> list[dict[str, Any]]:
         record = await owner_of(request, thread_id, access)
         spec = get_protocol(record.protocol)
         infos = await timeline(spec, _manager(request).graph(spec), thread_id)
         return [i.model_dump(by_alias=True) for i in infos]
 
-    @app.get("/api/threads/{thread_id}/checkpoints/{checkpoint_id}")
+    @app.get("/api/threads/{thread_id}/checkpoints/{checkpoint_id}", responses=errors(404))
     async def checkpoint(
-        thread_id: str, checkpoint_id: str, request: Request, access: Annotated[Access, Depends(caller)]
+        thread_id: PathId, checkpoint_id: PathId, request: Request, access: Annotated[Access, Depends(caller)]
     ) -> dict[str, Any]:
         record = await owner_of(request, thread_id, access)
         graph = _manager(request).graph(get_protocol(record.protocol))
         return await checkpoint_values(graph, thread_id, checkpoint_id)
 
     async def forked(
-        thread_id: str, checkpoint_id: str, request: Request, access: Annotated[Access, Depends(caller)]
+        thread_id: PathId, checkpoint_id: PathId, request: Request, access: Annotated[Access, Depends(caller)]
     ) -> RequestRecord:
         owner = await owner_of(request, thread_id, access)
         return await _manager(request).fork(owner, checkpoint_id)
 
-    @app.post("/api/threads/{thread_id}/checkpoints/{checkpoint_id}/fork", response_class=EventSourceResponse)
+    @app.post(
+        "/api/threads/{thread_id}/checkpoints/{checkpoint_id}/fork",
+        response_class=EventSourceResponse,
+        responses=errors(400, 404, 409, 413),
+    )
     async def fork(
         request: Request, record: Annotated[RequestRecord, Depends(forked)], body: ForkRequest | None = None
     ) -> AsyncIterator[ServerSentEvent]:
@@ -387,12 +464,16 @@ def _add_checkpoint_routes(app: FastAPI, caller: Caller) -> None:
             yield item
 
 
-def _last_event_id(header: str | None, record: RequestRecord) -> int:
+#: A ``Last-Event-ID`` is an event's seq: up to 12 ASCII digits (empty: from the start).
+LAST_EVENT_ID = r"^[0-9]{0,12}$"
+
+
+def _last_event_id(header: str, record: RequestRecord) -> int:
     """The seq a reconnecting client saw last: 0 without the header, 422 unless it is a seq of the log."""
-    if header is None or not header.strip():
-        return 0
     value = header.strip()
-    if not value.isdecimal() or len(value) > 12 or int(value) > record.last_seq:
+    if not value:
+        return 0
+    if not re.fullmatch(LAST_EVENT_ID, value) or int(value) > record.last_seq:
         raise InvalidInputError(
             f"Last-Event-ID must be the id of an event of this request (0 to {record.last_seq}), "
             f"got {value[:20]!r}"

@@ -104,8 +104,9 @@ def test_messages_and_bodies_over_the_limits_are_413(server):
     with httpx.Client(base_url=running.url) as client:
         body = _json_error(client.post(RUN, json={"message": "m" * 1001}), 413)
         assert "at most 1000" in body["message"]
-        # Bodies over PHASEGRAPH_MAX_BODY_BYTES are refused by FastAPI's own limit while they stream in.
-        assert client.post(RUN, json={"message": "m" * 30_000}).status_code == 413
+        # Bodies over PHASEGRAPH_MAX_BODY_BYTES: refused unread when their Content-Length says so ...
+        declared = _json_error(client.post(RUN, json={"message": "m" * 30_000}), 413)
+        assert declared["error"] == "too_large" and "at most 20000" in declared["message"]
 
         def chunked():
             yield b'{"message": "'
@@ -113,6 +114,44 @@ def test_messages_and_bodies_over_the_limits_are_413(server):
                 yield b"m" * 1000
             yield b'"}'
 
+        # ... and by FastAPI's own limit while they stream in otherwise.
         response = client.post(RUN, content=chunked(), headers={"content-type": "application/json"})
-        assert response.status_code == 413
+        assert _json_error(response, 413)["error"] == "too_large"
         assert stream(client, "POST", RUN, json={"message": "m" * 1000})[-1].type == "final"
+
+
+def test_http_level_refusals_have_the_error_body(server):
+    running, _ = server
+    with httpx.Client(base_url=running.url) as client:
+        unparsed = client.post(
+            RUN, content=b'{"message": "\xff"}', headers={"content-type": "application/json"}
+        )
+        assert _json_error(unparsed, 400) == {
+            "error": "bad_request",
+            "message": "There was an error parsing the body",
+        }
+        wrong_method = client.delete("/api/protocols")
+        assert _json_error(wrong_method, 405)["error"] == "method_not_allowed"
+        assert wrong_method.headers["allow"] == "GET"
+
+
+def test_bodies_are_read_strictly_as_the_schema_types_them(server):
+    running, _ = server
+    with httpx.Client(base_url=running.url) as client:
+        for loose in ({"showToolOutputs": 0}, {"showToolOutputs": "true"}, {"requestId": 7}):
+            _json_error(client.post(RUN, json={"message": "hi", **loose}), 422)
+        events = stream(client, "POST", RUN, json={"message": "hi", "showToolOutputs": True})
+        assert events[-1].type == "final"
+        for loose in ("1", True, 1.5, 0):
+            body = {"resumeFromPhaseIndex": loose}
+            _json_error(client.post("/api/requests/nobody/resume", json=body), 422)
+        # 1.0 is an integer to JSON Schema: the body is fine, and the request does not exist.
+        _json_error(client.post("/api/requests/nobody/resume", json={"resumeFromPhaseIndex": 1.0}), 404)
+
+
+def test_ids_in_paths_follow_the_id_pattern(server):
+    running, _ = server
+    with httpx.Client(base_url=running.url) as client:
+        for path in ("/api/requests/a%20b", "/api/requests/%C3%A9/trace", "/api/threads/a%21b/checkpoints"):
+            assert _json_error(client.get(path), 422)["detail"][0]["loc"][0] == "path"
+        _json_error(client.get("/api/requests/well-formed:but.unknown_1"), 404)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import anyio
-from fastapi import Depends, FastAPI, Header, Request
+from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi import Path as PathParam
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
@@ -75,6 +75,10 @@ def _addressable(value: str) -> str:
 
 
 ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
+PROJECT_PARAM = (
+    "Only this project (the token must cover it): names the project when the caller's projects "
+    "each have a request or thread of the id."
+)
 #: Ids appear in URL paths, so they are kept to URL-safe characters that a URL can address.
 Identifier = Annotated[str, Field(pattern=ID_PATTERN), AfterValidator(_addressable)]
 #: The same ids in a path: one that no body could have created is refused with 422.
@@ -173,8 +177,17 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         body = json.dumps({"detail": jsonable_encoder(exc.errors())}, ensure_ascii=True)
         return Response(body, status_code=422, media_type="application/json")
 
-    def caller(request: Request) -> Access:
-        return access_for(request, tokens)
+    def caller(
+        request: Request,
+        project_id: Annotated[
+            str | None, Query(alias="projectId", pattern=ID_PATTERN, description=PROJECT_PARAM)
+        ] = None,
+    ) -> Access:
+        access = access_for(request, tokens)
+        if project_id is None:
+            return access
+        access.require(project_id)
+        return Access(projects=frozenset({project_id}))
 
     _add_stream_routes(app, settings, caller)
     _add_request_routes(app, caller)
@@ -224,11 +237,21 @@ async def _resume(
 
 
 async def _visible(manager: RunManager, request_id: str, access: Access) -> RequestRecord:
-    """The request, or 404 when it does not exist or belongs to a project the caller cannot see."""
-    record = await manager.store.get(request_id)
-    if record is None or not access.covers(record.project_id):
-        raise NotFoundError(f"request {request_id!r} does not exist")
-    return record
+    """The caller's request of that id: 404 when none of the caller's projects has one.
+
+    Ids are per project, so another project's request of the same id is neither found nor
+    revealed; a caller who sees several projects that each have one names the project.
+    """
+    return _one_of(await manager.store.find(request_id, access.projects), f"request {request_id!r}")
+
+
+def _one_of(records: list[RequestRecord], what: str) -> RequestRecord:
+    if not records:
+        raise NotFoundError(f"{what} does not exist")
+    if len(records) > 1:
+        projects = ", ".join(sorted(r.project_id for r in records))
+        raise ConflictError(f"{what} exists in several of your projects ({projects}); add ?projectId=")
+    return records[0]
 
 
 async def _stream(
@@ -237,13 +260,13 @@ async def _stream(
     """Follow a request as SSE; a dropped connection pauses the run unless told to continue."""
     finished = False
     try:
-        async for event in manager.follow(record.request_id, after):
+        async for event in manager.follow(record.request_key, after):
             yield to_sse(event)
         finished = True
     finally:
         if not finished and on_disconnect == "stop":
             with anyio.CancelScope(shield=True):  # the connection's scope is cancelled by now
-                current = await manager.store.get(record.request_id)
+                current = await manager.store.get(record.request_key)
                 if current is not None and current.status == "running":
                     with contextlib.suppress(ConflictError):
                         await manager.pause(current, reason="disconnected")
@@ -344,21 +367,22 @@ class _TwoStageDisabled(NotFoundError):
 
 
 def _add_request_routes(app: FastAPI, caller: Caller) -> None:
-    @app.get("/api/requests/{request_id}", response_model=RequestStatus, responses=errors(404))
+    @app.get("/api/requests/{request_id}", response_model=RequestStatus, responses=errors(404, 409))
     async def get_request(
         request_id: PathId, request: Request, access: Annotated[Access, Depends(caller)]
     ) -> dict[str, Any]:
         record = await _visible(_manager(request), request_id, access)
         return _describe(record)
 
-    @app.get("/api/requests/{request_id}/trace", responses=errors(404))
+    @app.get("/api/requests/{request_id}/trace", responses=errors(404, 409))
     async def get_trace(
         request_id: PathId, request: Request, access: Annotated[Access, Depends(caller)]
     ) -> list[dict[str, Any]]:
         manager = _manager(request)
-        await _visible(manager, request_id, access)
+        record = await _visible(manager, request_id, access)
         return [
-            entry.model_dump(mode="json", by_alias=True) for entry in await manager.store.trace(request_id)
+            entry.model_dump(mode="json", by_alias=True)
+            for entry in await manager.store.trace(record.request_key)
         ]
 
     async def followed(
@@ -371,7 +395,7 @@ def _add_request_routes(app: FastAPI, caller: Caller) -> None:
     @app.get(
         "/api/requests/{request_id}/stream",
         response_class=EventSourceResponse,
-        responses=errors(404, invalid_input="Last-Event-ID is past the request's last event"),
+        responses=errors(404, 409, invalid_input="Last-Event-ID is past the request's last event"),
     )
     async def follow(
         request: Request, followed: Annotated[tuple[RequestRecord, int], Depends(followed)]
@@ -424,27 +448,27 @@ def _add_request_routes(app: FastAPI, caller: Caller) -> None:
 
 def _add_checkpoint_routes(app: FastAPI, caller: Caller) -> None:
     async def owner_of(request: Request, thread_id: str, access: Access) -> RequestRecord:
-        record = await _manager(request).store.for_thread(thread_id)
-        if record is None or not access.covers(record.project_id):
-            raise NotFoundError(f"thread {thread_id!r} does not exist")
-        return record
+        """The first request of the caller's thread of that id (see ``_visible``)."""
+        return _one_of(
+            await _manager(request).store.threads(thread_id, access.projects), f"thread {thread_id!r}"
+        )
 
-    @app.get("/api/threads/{thread_id}/checkpoints", responses=errors(404))
+    @app.get("/api/threads/{thread_id}/checkpoints", responses=errors(404, 409))
     async def checkpoints(
         thread_id: PathId, request: Request, access: Annotated[Access, Depends(caller)]
     ) -> list[dict[str, Any]]:
         record = await owner_of(request, thread_id, access)
         spec = get_protocol(record.protocol)
-        infos = await timeline(spec, _manager(request).graph(spec), thread_id)
+        infos = await timeline(spec, _manager(request).graph(spec), record.thread_key)
         return [i.model_dump(by_alias=True) for i in infos]
 
-    @app.get("/api/threads/{thread_id}/checkpoints/{checkpoint_id}", responses=errors(404))
+    @app.get("/api/threads/{thread_id}/checkpoints/{checkpoint_id}", responses=errors(404, 409))
     async def checkpoint(
         thread_id: PathId, checkpoint_id: PathId, request: Request, access: Annotated[Access, Depends(caller)]
     ) -> dict[str, Any]:
         record = await owner_of(request, thread_id, access)
         graph = _manager(request).graph(get_protocol(record.protocol))
-        return await checkpoint_values(graph, thread_id, checkpoint_id)
+        return await checkpoint_values(graph, record.thread_key, checkpoint_id)
 
     async def forked(
         thread_id: PathId, checkpoint_id: PathId, request: Request, access: Annotated[Access, Depends(caller)]

@@ -79,12 +79,15 @@ def serve_command(
 def inspect_command(
     thread: Annotated[str, typer.Argument(help="Thread id (a request's id unless it named another).")],
     checkpoint: Annotated[str | None, typer.Option(help="Show this checkpoint's state values.")] = None,
+    project: Annotated[
+        str | None, typer.Option(help="The thread's project, when several use the id.")
+    ] = None,
 ) -> None:
     """Print a thread's checkpoint timeline, or one checkpoint's values (PHASEGRAPH_CHECKPOINTER)."""
     from server.inspection import inspect_thread
 
     try:
-        asyncio.run(inspect_thread(thread, checkpoint, Console(soft_wrap=True)))
+        asyncio.run(inspect_thread(thread, checkpoint, Console(soft_wrap=True), project))
     except PhasegraphError as exc:
         _refuse(exc, json_lines=False)
 

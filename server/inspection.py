@@ -8,31 +8,42 @@ from rich.console import Console
 from rich.table import Table
 
 from graphs.registry import get_protocol
-from nodes.errors import NotFoundError
+from nodes.errors import ConflictError, NotFoundError
 from nodes.settings import ServerSettings
 from server.checkpoints import checkpoint_values, timeline
 from server.persistence import open_checkpointer
 from server.store import RequestStore
 
 
-async def inspect_thread(thread_id: str, checkpoint_id: str | None, console: Console) -> None:
-    """Print the timeline of ``thread_id`` (or the values of one checkpoint)."""
+async def inspect_thread(
+    thread_id: str, checkpoint_id: str | None, console: Console, project_id: str | None = None
+) -> None:
+    """Print the timeline of ``thread_id`` (or the values of one checkpoint).
+
+    Thread ids are per project: with several projects using the id, ``project_id`` picks one.
+    """
     settings = ServerSettings()
     store = RequestStore.for_checkpointer(settings.checkpointer)
     try:
         await store.setup()
-        record = await store.for_thread(thread_id)
-        if record is None:
+        found = await store.threads(thread_id, frozenset({project_id}) if project_id else None)
+        if not found:
             raise NotFoundError(f"thread {thread_id!r} does not exist in {settings.checkpointer}")
+        if len(found) > 1:
+            projects = ", ".join(sorted(r.project_id for r in found))
+            raise ConflictError(
+                f"thread {thread_id!r} exists in several projects ({projects}); pass --project"
+            )
+        record = found[0]
         spec = get_protocol(record.protocol)
         async with open_checkpointer(settings.checkpointer) as saver:
             graph = spec.compile(saver, pausable=True)
             if checkpoint_id:
                 console.print_json(
-                    json.dumps(await checkpoint_values(graph, thread_id, checkpoint_id), default=str)
+                    json.dumps(await checkpoint_values(graph, record.thread_key, checkpoint_id), default=str)
                 )
                 return
-            infos = await timeline(spec, graph, thread_id)
+            infos = await timeline(spec, graph, record.thread_key)
     finally:
         await store.close()
     table = Table(title=f"thread {thread_id} ({spec.id}, project {record.project_id})")

@@ -29,7 +29,7 @@ from nodes.settings import ServerSettings
 from nodes.trace import TraceEntry
 from server.checkpoints import end_of_phase, require_next, snapshot_at, thread_config
 from server.recovery import is_orphaned, new_owner_id, replaced_from
-from server.store import RequestRecord, RequestStore
+from server.store import RequestRecord, RequestStore, scoped_key
 
 logger = logging.getLogger(__name__)
 
@@ -97,16 +97,16 @@ class RunManager:
             raise ConfigurationError("the message is empty: say what the agent should do")
         chosen = self._allowed_model(model)
         request_id = request_id or uuid4().hex
-        if await self.store.get(request_id) is not None:
+        if await self.store.get(scoped_key(project_id, request_id)) is not None:
             raise ConflictError(f"request {request_id!r} already exists; resume it or use a new requestId")
-        if thread_id is not None:
-            await self._check_thread(thread_id, spec.id, project_id)
+        thread_id = thread_id or request_id
+        thread_key = await self._thread_key(thread_id, spec.id, project_id)
         settings = {"model": chosen, "project_id": project_id, "show_tool_outputs": show_tool_outputs}
-        record = self._new_record(request_id, project_id, spec.id, thread_id or request_id, settings)
+        record = self._new_record(request_id, project_id, spec.id, thread_id, thread_key, settings)
         self.context_for(record)  # a bad model spec fails here, before anything is stored
         await self.store.create(record)
         graph_input = {"messages": [HumanMessage(message)]}
-        self._launch(record, graph_input, thread_config(record.thread_id))
+        self._launch(record, graph_input, thread_config(record.thread_key))
         return record
 
     def _allowed_model(self, model: str | None) -> str:
@@ -122,25 +122,30 @@ class RunManager:
         raise ConfigurationError(f"model {model!r} is not allowed here; allowed: {sorted(by_public_name)}")
 
     def _new_record(
-        self, request_id: str, project_id: str, protocol: str, thread_id: str, settings: dict[str, Any]
-    ) -> RequestRecord:
+        self, request_id: str, project_id: str, protocol: str, thread_id: str, thread_key: str,
+        settings: dict[str, Any],
+    ) -> RequestRecord:  # fmt: skip
         """A running request owned by this process."""
         return RequestRecord(
-            request_id=request_id, project_id=project_id, protocol=protocol, thread_id=thread_id,
-            status="running", settings=settings, owner=self.owner, heartbeat_at=time.time(),
+            request_key=scoped_key(project_id, request_id), request_id=request_id, project_id=project_id,
+            protocol=protocol, thread_id=thread_id, thread_key=thread_key, status="running",
+            settings=settings, owner=self.owner, heartbeat_at=time.time(),
         )  # fmt: skip
 
-    async def _check_thread(self, thread_id: str, protocol: str, project_id: str) -> None:
-        """A new turn may join a thread only of its own project and protocol, and not while it runs."""
-        first = await self.store.for_thread(thread_id)
+    async def _thread_key(self, thread_id: str, protocol: str, project_id: str) -> str:
+        """The LangGraph thread of a project's thread id: a new one, or an existing thread it may join.
+
+        A new turn may join a thread only of its own protocol, and not while it runs. Threads are
+        per project: another project's thread of the same id is a different thread.
+        """
+        first = await self.store.for_thread(project_id, thread_id)
         if first is None:
-            return
-        if first.project_id != project_id:
-            raise NotFoundError(f"thread {thread_id!r} does not exist in project {project_id!r}")
+            return scoped_key(project_id, thread_id)
         if first.protocol != protocol:
             raise ConflictError(f"thread {thread_id!r} belongs to protocol {first.protocol!r}")
-        if await self.store.thread_busy(thread_id):
+        if await self.store.thread_busy(first.thread_key):
             raise ConflictError(f"thread {thread_id!r} has a request running; wait, pause or cancel it first")
+        return first.thread_key
 
     async def resume(self, record: RequestRecord, phase_index: int | None) -> RequestRecord:
         """Continue a request from the end of ``phase_index`` (latest when ``None``); earlier = fork."""
@@ -154,8 +159,8 @@ class RunManager:
                 raise ConflictError(f"request {record.request_id!r} changed state meanwhile; try again")
             record = await self._current(record)
         graph = self.graph(get_protocol(record.protocol))
-        snapshot, fork = await end_of_phase(graph, record.thread_id, phase_index)
-        if not await self.store.claim(record.request_id, self.owner, (record.status,)):
+        snapshot, fork = await end_of_phase(graph, record.thread_key, phase_index)
+        if not await self.store.claim(record.request_key, self.owner, (record.status,)):
             raise ConflictError(f"request {record.request_id!r} changed state meanwhile; try again")
         await self._restart(record, snapshot, phase_index=phase_index, fork=fork)
         return record
@@ -168,7 +173,7 @@ class RunManager:
         Work a crash interrupted after the checkpoint is done again, so the event names the seq
         from which the earlier attempt's events are replaced.
         """
-        events = await self.store.events_after(record.request_id, 0)
+        events = await self.store.events_after(record.request_key, 0)
         crashed = bool(events) and isinstance(events[-1], Paused) and events[-1].reason == "crashed"
         replaces = None if fork else replaced_from(events, snapshot.metadata.get("step"))
         checkpoint_id = snapshot.config["configurable"]["checkpoint_id"]
@@ -176,7 +181,7 @@ class RunManager:
         resumed = await self._emit(record, Resumed, snapshot.values, checkpoint_id=checkpoint_id,
                                    from_phase_index=phase_index, fork=fork, replaces_from_seq=replaces,
                                    reason=reason)  # fmt: skip
-        config = thread_config(record.thread_id, checkpoint_id if fork else None)
+        config = thread_config(record.thread_key, checkpoint_id if fork else None)
         self._launch(record.model_copy(update={"last_seq": resumed.seq}), None, config)
 
     async def take_over(self, record: RequestRecord, action: Literal["pause", "resume"]) -> bool:
@@ -192,13 +197,13 @@ class RunManager:
         logger.warning("request %s: its server stopped mid-run; this replica will %s it",
                        record.request_id, action)  # fmt: skip
         try:
-            events = await self.store.events_after(record.request_id, max(record.last_seq - 1, 0))
+            events = await self.store.events_after(record.request_key, max(record.last_seq - 1, 0))
             if events and isinstance(events[-1], Final | ErrorEvent):  # only the status was not written
                 ended = "completed" if isinstance(events[-1], Final) else "failed"
-                await self.store.update(record.request_id, status=ended)
+                await self.store.update(record.request_key, status=ended)
                 return True
             snapshot = await self.graph(get_protocol(record.protocol)).aget_state(
-                thread_config(record.thread_id)
+                thread_config(record.thread_key)
             )
             if not snapshot.next:
                 await self._stop(record, "failed", ErrorEvent, kind="crashed", message=CANNOT_CONTINUE)
@@ -207,20 +212,20 @@ class RunManager:
             else:
                 await self._restart(record, snapshot)
         finally:
-            self._wake(record.request_id)
+            self._wake(record.request_key)
         return True
 
     async def recover_orphans(self) -> None:
         """Take over every run whose driver died (at start-up, then from the watcher)."""
         for record in await self.store.running_elsewhere(self.owner):
-            if self._orphaned(record) and record.request_id not in self._tasks:
+            if self._orphaned(record) and record.request_key not in self._tasks:
                 try:
                     await self.take_over(record, self.settings.on_orphan)
                 except Exception:  # one broken request must not stop recovering the others
                     logger.exception("request %s could not be taken over", record.request_id)
 
     async def _current(self, record: RequestRecord) -> RequestRecord:
-        current = await self.store.get(record.request_id)
+        current = await self.store.get(record.request_key)
         if current is None:
             raise NotFoundError(f"request {record.request_id!r} does not exist")
         return current
@@ -228,15 +233,20 @@ class RunManager:
     async def fork(self, origin: RequestRecord, checkpoint_id: str) -> RequestRecord:
         """Start a new request on ``origin``'s thread, continuing from ``checkpoint_id``."""
         graph = self.graph(get_protocol(origin.protocol))
-        snapshot = await snapshot_at(graph, origin.thread_id, checkpoint_id)
+        snapshot = await snapshot_at(graph, origin.thread_key, checkpoint_id)
         require_next(snapshot)
         # A fresh record: nothing of the origin's state (cancelled, pause flags) carries over.
         record = self._new_record(
-            uuid4().hex, origin.project_id, origin.protocol, origin.thread_id, origin.settings
+            uuid4().hex,
+            origin.project_id,
+            origin.protocol,
+            origin.thread_id,
+            origin.thread_key,
+            origin.settings,
         )
         await self.store.create(record)
         resumed = await self._emit(record, Resumed, snapshot.values, checkpoint_id=checkpoint_id, fork=True)
-        config = thread_config(origin.thread_id, checkpoint_id)
+        config = thread_config(origin.thread_key, checkpoint_id)
         self._launch(record.model_copy(update={"last_seq": resumed.seq}), None, config)
         return record
 
@@ -248,8 +258,8 @@ class RunManager:
             if not await self.take_over(record, "pause"):
                 raise ConflictError(f"request {record.request_id!r} changed state meanwhile; try again")
             return
-        self._pause_reasons[record.request_id] = reason
-        await self.store.update(record.request_id, pause_requested=True)
+        self._pause_reasons[record.request_key] = reason
+        await self.store.update(record.request_key, pause_requested=True)
 
     async def cancel(self, record: RequestRecord) -> None:
         """Cancel a request for good: its stream ends with ``cancelled`` and it cannot be resumed."""
@@ -257,27 +267,27 @@ class RunManager:
             return
         if record.status in ("completed", "failed"):
             raise ConflictError(f"request {record.request_id!r} already {record.status}; nothing to cancel")
-        task = self._tasks.get(record.request_id)
+        task = self._tasks.get(record.request_key)
         if task is not None:
             task.cancel()  # the driver records the cancellation
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         elif record.status == "running" and not self._orphaned(record):
-            await self.store.update(record.request_id, cancel_requested=True)  # its driver stops it
+            await self.store.update(record.request_key, cancel_requested=True)  # its driver stops it
         else:  # paused, finished or orphaned: nobody else will say it
-            await self.store.update(record.request_id, status="cancelled")
+            await self.store.update(record.request_key, status="cancelled")
             await self._emit(record, Cancelled, await self._values(record))
 
-    async def follow(self, request_id: str, after_seq: int = 0) -> AsyncIterator[Event]:
+    async def follow(self, request_key: str, after_seq: int = 0) -> AsyncIterator[Event]:
         """Every event after ``after_seq``: the stored ones, then live ones while the run goes on."""
-        wakeup = self._wakeups.setdefault(request_id, asyncio.Event())
+        wakeup = self._wakeups.setdefault(request_key, asyncio.Event())
         try:
             while True:
                 wakeup.clear()  # before reading, so an event stored meanwhile wakes the wait below
-                record = await self.store.get(request_id)
+                record = await self.store.get(request_key)
                 if record is None:
-                    raise NotFoundError(f"request {request_id!r} does not exist")
-                for event in await self.store.events_after(request_id, after_seq):
+                    raise NotFoundError("the request does not exist any more")
+                for event in await self.store.events_after(request_key, after_seq):
                     after_seq = event.seq
                     yield event
                 if record.status != "running":  # an orphan ends too, once a replica took it over
@@ -285,24 +295,24 @@ class RunManager:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wakeup.wait(), POLL_SECONDS)
         finally:
-            if request_id not in self._tasks:
-                self._wakeups.pop(request_id, None)
+            if request_key not in self._tasks:
+                self._wakeups.pop(request_key, None)
 
     async def watch(self) -> None:
         """Heartbeat this process's runs and apply pause/cancel requests other replicas stored."""
         while True:
             try:
                 await self.recover_orphans()
-                for request_id, task in list(self._tasks.items()):
-                    record = await self.store.get(request_id)
+                for request_key, task in list(self._tasks.items()):
+                    record = await self.store.get(request_key)
                     if record is not None and (record.status == "cancelled" or record.cancel_requested):
                         task.cancel()
                     elif record is not None and record.owner != self.owner:
                         # Another replica took the run over (this one looked dead): it drives now.
-                        self._pause_reasons[request_id] = SUPERSEDED
+                        self._pause_reasons[request_key] = SUPERSEDED
                         task.cancel()
                     elif record is not None:
-                        await self.store.update(request_id, heartbeat_at=time.time())
+                        await self.store.update(request_key, heartbeat_at=time.time())
             except Exception:  # a database hiccup must not end the watcher; the next round retries
                 logger.exception("run watcher round failed")
             await asyncio.sleep(POLL_SECONDS)
@@ -315,8 +325,8 @@ class RunManager:
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)
 
     def _launch(self, record: RequestRecord, graph_input: Any, config: RunnableConfig) -> None:
-        task = asyncio.create_task(self._drive(record, graph_input, config), name=f"run-{record.request_id}")
-        self._tasks[record.request_id] = task
+        task = asyncio.create_task(self._drive(record, graph_input, config), name=f"run-{record.request_key}")
+        self._tasks[record.request_key] = task
 
     async def _drive(self, record: RequestRecord, graph_input: Any, config: RunnableConfig) -> None:
         spec = get_protocol(record.protocol)
@@ -328,26 +338,26 @@ class RunManager:
                 async for event in stream_graph(
                     spec, graph, graph_input, context, config, traces=traces, seq_start=seq
                 ):
-                    await self._store_event(record.request_id, event, traces.drain())
+                    await self._store_event(record.request_key, event, traces.drain())
                     seq = event.seq
                     if isinstance(event, Final | ErrorEvent):
                         ended = "completed" if isinstance(event, Final) else "failed"
-                await self.store.append_traces(record.request_id, traces.drain())
+                await self.store.append_traces(record.request_key, traces.drain())
                 if ended:
-                    await self.store.update(record.request_id, status=ended)
+                    await self.store.update(record.request_key, status=ended)
                     return
-                current = await self.store.get(record.request_id)
+                current = await self.store.get(record.request_key)
                 if current is not None and current.pause_requested:
-                    reason = self._pause_reasons.pop(record.request_id, "requested")
+                    reason = self._pause_reasons.pop(record.request_key, "requested")
                     await self._stop(
                         record.model_copy(update={"last_seq": seq}), "paused", Paused, reason=reason
                     )
                     return
-                graph_input, config = None, thread_config(record.thread_id)  # past the pause point
+                graph_input, config = None, thread_config(record.thread_key)  # past the pause point
         except asyncio.CancelledError:
-            reason = self._pause_reasons.pop(record.request_id, "")
+            reason = self._pause_reasons.pop(record.request_key, "")
             if reason != SUPERSEDED:
-                await self.store.append_traces(record.request_id, traces.drain())
+                await self.store.append_traces(record.request_key, traces.drain())
             done = record.model_copy(update={"last_seq": seq})
             if reason == SUPERSEDED:
                 logger.warning("request %s: another replica took it over; stopped here", record.request_id)
@@ -356,32 +366,32 @@ class RunManager:
             else:
                 await self._stop(done, "cancelled", Cancelled)
         finally:
-            self._tasks.pop(record.request_id, None)
-            self._wake(record.request_id)
+            self._tasks.pop(record.request_key, None)
+            self._wake(record.request_key)
 
     async def _stop(
         self, record: RequestRecord, status: str, event_type: type[EventBase], **fields: Any
     ) -> None:
         await self._emit(record, event_type, await self._values(record), **fields)
-        await self.store.update(record.request_id, status=status, pause_requested=False)
+        await self.store.update(record.request_key, status=status, pause_requested=False)
 
     async def _emit(
         self, record: RequestRecord, event_type: type[EventBase], values: dict[str, Any], **fields: Any
     ) -> Event:
         """Record an event the server itself adds, with the protocol's phase fields."""
-        current = await self.store.get(record.request_id)
+        current = await self.store.get(record.request_key)
         seq = (current.last_seq if current else record.last_seq) + 1
         meta = get_protocol(record.protocol).event_meta(values)
         event = event_type(
             request_id=record.request_id, project_id=record.project_id, protocol=record.protocol, seq=seq,
             **meta, **fields,
         )  # fmt: skip
-        await self._store_event(record.request_id, event, [])  # type: ignore[arg-type]
+        await self._store_event(record.request_key, event, [])  # type: ignore[arg-type]
         return event  # type: ignore[return-value]
 
     async def _values(self, record: RequestRecord) -> dict[str, Any]:
         graph = self.graph(get_protocol(record.protocol))
-        return (await graph.aget_state(thread_config(record.thread_id))).values or {}
+        return (await graph.aget_state(thread_config(record.thread_key))).values or {}
 
     async def _store_event(self, request_id: str, event: Event, traces: list[TraceEntry]) -> None:
         await self.store.record(request_id, event, traces)

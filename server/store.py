@@ -18,17 +18,24 @@ from sqlalchemy.pool import StaticPool
 
 from nodes.events import Event, parse_event
 from nodes.trace import TraceEntry
+from server.migrate import upgrade_schema
 
 Status = Literal["running", "paused", "cancelled", "completed", "failed"]
 
+#: Keys are ``project/id``: ids cannot contain "/", so a key names one project's request or thread.
+KEY = sa.String(401)
+
+# The newest schema, as server/migrations builds it (queries use these definitions).
 metadata = sa.MetaData()
 requests_table = sa.Table(
     "phasegraph_requests",
     metadata,
-    sa.Column("request_id", sa.String(200), primary_key=True),
+    sa.Column("request_key", KEY, primary_key=True),
+    sa.Column("request_id", sa.String(200), nullable=False),
     sa.Column("project_id", sa.String(200), nullable=False, index=True),
     sa.Column("protocol", sa.String(100), nullable=False),
     sa.Column("thread_id", sa.String(200), nullable=False, index=True),
+    sa.Column("thread_key", KEY, nullable=False),
     sa.Column("status", sa.String(20), nullable=False),
     sa.Column("settings", sa.JSON, nullable=False),
     sa.Column("last_seq", sa.Integer, nullable=False, default=0),
@@ -42,7 +49,7 @@ requests_table = sa.Table(
 events_table = sa.Table(
     "phasegraph_events",
     metadata,
-    sa.Column("request_id", sa.String(200), primary_key=True),
+    sa.Column("request_key", KEY, primary_key=True),
     sa.Column("seq", sa.Integer, primary_key=True),
     sa.Column("data", sa.Text, nullable=False),
 )
@@ -50,18 +57,25 @@ traces_table = sa.Table(
     "phasegraph_traces",
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("request_id", sa.String(200), nullable=False, index=True),
+    sa.Column("request_key", KEY, nullable=False, index=True),
     sa.Column("data", sa.Text, nullable=False),
 )
+
+
+def scoped_key(project_id: str, item_id: str) -> str:
+    """The store's key of a project's request or thread id."""
+    return f"{project_id}/{item_id}"
 
 
 class RequestRecord(BaseModel):
     """One request as the server knows it."""
 
-    request_id: str
+    request_key: str  # project/request: ids are unique per project only
+    request_id: str  # as the client named it
     project_id: str
     protocol: str
-    thread_id: str
+    thread_id: str  # as the client named it
+    thread_key: str  # the LangGraph thread id (project-scoped; rows older than scoping keep theirs)
     status: Status
     settings: dict[str, Any] = Field(default_factory=dict)  # Context fields to rebuild the run anywhere
     last_seq: int = 0
@@ -106,9 +120,9 @@ class RequestStore:
         return cls(create_async_engine(url, pool_pre_ping=True))
 
     async def setup(self) -> None:
-        """Create the tables when missing."""
+        """Bring the tables to the newest schema (creating them, or migrating older ones)."""
         async with self._guard, self.engine.begin() as conn:
-            await conn.run_sync(metadata.create_all)
+            await conn.run_sync(upgrade_schema)
 
     async def close(self) -> None:
         """Release connections."""
@@ -119,48 +133,70 @@ class RequestStore:
         async with self._guard, self.engine.begin() as conn:
             await conn.execute(requests_table.insert().values(**record.model_dump()))
 
-    async def get(self, request_id: str) -> RequestRecord | None:
+    async def get(self, request_key: str) -> RequestRecord | None:
         """The request, or ``None``."""
-        async with self._guard, self.engine.connect() as conn:
-            row = (
-                await conn.execute(requests_table.select().where(requests_table.c.request_id == request_id))
-            ).first()
-        return RequestRecord.model_validate(dict(row._mapping)) if row else None
+        query = requests_table.select().where(requests_table.c.request_key == request_key)
+        return await self._one(query)
 
-    async def for_thread(self, thread_id: str) -> RequestRecord | None:
-        """The first request of a thread (it fixes the thread's protocol and project)."""
+    async def find(self, request_id: str, projects: frozenset[str] | None) -> list[RequestRecord]:
+        """The requests of that id in ``projects`` (every project when ``None``)."""
+        query = requests_table.select().where(requests_table.c.request_id == request_id)
+        if projects is not None:
+            query = query.where(requests_table.c.project_id.in_(sorted(projects)))
+        return await self._all(query)
+
+    async def for_thread(self, project_id: str, thread_id: str) -> RequestRecord | None:
+        """The first request of a project's thread (it fixes the thread's protocol)."""
         query = (
             requests_table.select()
-            .where(requests_table.c.thread_id == thread_id)
+            .where(requests_table.c.project_id == project_id, requests_table.c.thread_id == thread_id)
             .order_by(requests_table.c.created_at)
             .limit(1)
         )
+        return await self._one(query)
+
+    async def threads(self, thread_id: str, projects: frozenset[str] | None) -> list[RequestRecord]:
+        """The first request of each project's thread of that id, in ``projects`` (all when ``None``)."""
+        query = requests_table.select().where(requests_table.c.thread_id == thread_id)
+        if projects is not None:
+            query = query.where(requests_table.c.project_id.in_(sorted(projects)))
+        first: dict[str, RequestRecord] = {}
+        for record in sorted(await self._all(query), key=lambda r: r.created_at):
+            first.setdefault(record.project_id, record)
+        return list(first.values())
+
+    async def _one(self, query: sa.Select[Any]) -> RequestRecord | None:
         async with self._guard, self.engine.connect() as conn:
             row = (await conn.execute(query)).first()
         return RequestRecord.model_validate(dict(row._mapping)) if row else None
 
-    async def thread_busy(self, thread_id: str) -> bool:
+    async def _all(self, query: sa.Select[Any]) -> list[RequestRecord]:
+        async with self._guard, self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [RequestRecord.model_validate(dict(row._mapping)) for row in rows]
+
+    async def thread_busy(self, thread_key: str) -> bool:
         """True while a request of the thread is running."""
         query = sa.select(sa.func.count()).where(
-            requests_table.c.thread_id == thread_id, requests_table.c.status == "running"
+            requests_table.c.thread_key == thread_key, requests_table.c.status == "running"
         )
         async with self._guard, self.engine.connect() as conn:
             return bool((await conn.execute(query)).scalar())
 
-    async def update(self, request_id: str, **fields: Any) -> None:
+    async def update(self, request_key: str, **fields: Any) -> None:
         """Change fields of a request."""
         fields["updated_at"] = time.time()
         async with self._guard, self.engine.begin() as conn:
             await conn.execute(
-                requests_table.update().where(requests_table.c.request_id == request_id).values(**fields)
+                requests_table.update().where(requests_table.c.request_key == request_key).values(**fields)
             )
 
-    async def claim(self, request_id: str, owner: str, allowed: tuple[Status, ...]) -> bool:
+    async def claim(self, request_key: str, owner: str, allowed: tuple[Status, ...]) -> bool:
         """Atomically mark a request running for ``owner`` if its status is one of ``allowed``."""
         async with self._guard, self.engine.begin() as conn:
             done = await conn.execute(
                 requests_table.update()
-                .where(requests_table.c.request_id == request_id, requests_table.c.status.in_(allowed))
+                .where(requests_table.c.request_key == request_key, requests_table.c.status.in_(allowed))
                 .values(status="running", owner=owner, pause_requested=False, heartbeat_at=time.time())
             )
         return done.rowcount == 1
@@ -177,7 +213,7 @@ class RequestStore:
             done = await conn.execute(
                 table.update()
                 .where(
-                    table.c.request_id == record.request_id,
+                    table.c.request_key == record.request_key,
                     table.c.status == "running",
                     table.c.owner == record.owner if record.owner is not None else table.c.owner.is_(None),
                     table.c.heartbeat_at == record.heartbeat_at
@@ -193,53 +229,51 @@ class RequestStore:
         query = requests_table.select().where(
             requests_table.c.status == "running", requests_table.c.owner != owner
         )
-        async with self._guard, self.engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
-        return [RequestRecord.model_validate(dict(row._mapping)) for row in rows]
+        return await self._all(query)
 
-    async def record(self, request_id: str, event: Event, traces: list[TraceEntry]) -> None:
+    async def record(self, request_key: str, event: Event, traces: list[TraceEntry]) -> None:
         """Append one event (and the trace entries that came with it) and advance ``last_seq``."""
         async with self._guard, self.engine.begin() as conn:
             if traces:
                 await conn.execute(
                     traces_table.insert(),
-                    [{"request_id": request_id, "data": t.model_dump_json()} for t in traces],
+                    [{"request_key": request_key, "data": t.model_dump_json()} for t in traces],
                 )
             await conn.execute(
-                events_table.insert().values(request_id=request_id, seq=event.seq, data=event.to_json())
+                events_table.insert().values(request_key=request_key, seq=event.seq, data=event.to_json())
             )
             await conn.execute(
                 requests_table.update()
-                .where(requests_table.c.request_id == request_id)
+                .where(requests_table.c.request_key == request_key)
                 .values(last_seq=event.seq, updated_at=time.time())
             )
 
-    async def append_traces(self, request_id: str, traces: list[TraceEntry]) -> None:
+    async def append_traces(self, request_key: str, traces: list[TraceEntry]) -> None:
         """Append trace entries that came after the last event of a run segment."""
         if not traces:
             return
         async with self._guard, self.engine.begin() as conn:
             await conn.execute(
                 traces_table.insert(),
-                [{"request_id": request_id, "data": t.model_dump_json()} for t in traces],
+                [{"request_key": request_key, "data": t.model_dump_json()} for t in traces],
             )
 
-    async def events_after(self, request_id: str, seq: int) -> list[Event]:
+    async def events_after(self, request_key: str, seq: int) -> list[Event]:
         """Events of a request with ``seq`` greater than ``seq``, in order."""
         query = (
             sa.select(events_table.c.data)
-            .where(events_table.c.request_id == request_id, events_table.c.seq > seq)
+            .where(events_table.c.request_key == request_key, events_table.c.seq > seq)
             .order_by(events_table.c.seq)
         )
         async with self._guard, self.engine.connect() as conn:
             rows = (await conn.execute(query)).scalars().all()
         return [parse_event(data) for data in rows]
 
-    async def trace(self, request_id: str) -> list[TraceEntry]:
+    async def trace(self, request_key: str) -> list[TraceEntry]:
         """The full trace of a request, oldest first."""
         query = (
             sa.select(traces_table.c.data)
-            .where(traces_table.c.request_id == request_id)
+            .where(traces_table.c.request_key == request_key)
             .order_by(traces_table.c.id)
         )
         async with self._guard, self.engine.connect() as conn:

@@ -248,7 +248,15 @@ def test_threads_carry_a_conversation_and_stay_in_their_project(servers):
         values = client.get("/api/threads/chat-1/checkpoints").json()[-1]
         state = client.get(f"/api/threads/chat-1/checkpoints/{values['checkpointId']}").json()["values"]
         assert [m["kwargs"]["type"] for m in state["messages"]] == ["human", "ai", "human", "ai"]
-        other_project = client.post(TWO_STAGE, json=_body(projectId="other", threadId="chat-1"))
-        assert other_project.status_code == 404
+        # Ids are per project: another project's chat-1 (and turn-1) is a conversation of its own.
+        theirs = _body(projectId="other", requestId="turn-1", threadId="chat-1")
+        assert stream(client, "POST", TWO_STAGE, json=theirs)[-1].type == "final"
+        ambiguous = client.get("/api/threads/chat-1/checkpoints")  # open access sees both projects
+        assert ambiguous.status_code == 409 and "projectId" in ambiguous.json()["message"]
+        latest = client.get("/api/threads/chat-1/checkpoints", params={"projectId": "other"}).json()[-1]
+        state = client.get(
+            f"/api/threads/chat-1/checkpoints/{latest['checkpointId']}", params={"projectId": "other"}
+        ).json()["values"]
+        assert [m["kwargs"]["type"] for m in state["messages"]] == ["human", "ai"]
         other_protocol = client.post("/api/chat/messages", json=_body(threadId="chat-1"))
         assert other_protocol.status_code == 409

@@ -1,0 +1,1 @@
+"""Schema migrations of the request store (Alembic), applied by ``RequestStore.setup()`` at start-up."""

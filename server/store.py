@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
 from nodes.events import Event, parse_event
+from nodes.redact import redactor
 from nodes.trace import TraceEntry
 
 Status = Literal["running", "paused", "cancelled", "completed", "failed"]
@@ -167,6 +168,7 @@ class RequestStore:
 
     async def record(self, request_id: str, event: Event, traces: list[TraceEntry]) -> None:
         """Append one event (and the trace entries that came with it) and advance ``last_seq``."""
+        event, traces = redactor().model(event), [redactor().model(t) for t in traces]
         async with self._guard, self.engine.begin() as conn:
             if traces:
                 await conn.execute(
@@ -186,6 +188,7 @@ class RequestStore:
         """Append trace entries that came after the last event of a run segment."""
         if not traces:
             return
+        traces = [redactor().model(t) for t in traces]
         async with self._guard, self.engine.begin() as conn:
             await conn.execute(
                 traces_table.insert(),

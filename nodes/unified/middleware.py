@@ -14,6 +14,8 @@ from langgraph.types import Command
 
 from nodes.context import RunContext
 from nodes.emit import Emitter
+from nodes.errors import PhasegraphError
+from nodes.models import provider_error
 from nodes.prompts import ARGS_TOO_LARGE
 from nodes.tool_calls import execute_tool_call, trace_tool_registration
 
@@ -34,13 +36,18 @@ class RunContextMiddleware(AgentMiddleware[Any, RunContext]):
         """Swap in the run's model (positioned by this turn's model calls), prompt and tools."""
         context = request.runtime.context
         model = context.resolve_model(call_index=_calls_this_turn(request.messages))
-        return await handler(
-            request.override(
-                model=model,
-                system_message=SystemMessage(context.system_prompt),
-                tools=list(context.registry()),
+        try:
+            return await handler(
+                request.override(
+                    model=model,
+                    system_message=SystemMessage(context.system_prompt),
+                    tools=list(context.registry()),
+                )
             )
-        )
+        except PhasegraphError:
+            raise
+        except Exception as exc:  # the provider failed: a redacted, typed error instead of its own
+            raise provider_error(exc, model) from None
 
     async def awrap_tool_call(
         self,

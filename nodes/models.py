@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
 from pathlib import Path
@@ -16,6 +17,8 @@ from nodes.errors import ConfigurationError, PhasegraphError, ProviderError
 from nodes.redact import redactor
 from nodes.scripted import ScriptedChatModel, load_script
 from nodes.settings import provider_settings, run_settings
+
+logger = logging.getLogger(__name__)
 
 DEMO_DIR = Path(__file__).parent / "demo"
 DEMO_SCRIPT = DEMO_DIR / "script.json"
@@ -124,6 +127,8 @@ def provider_error(exc: Exception, model: Runnable[Any, Any]) -> ProviderError:
         what = f"answered HTTP {status}"
     else:
         what = f"could not be reached ({type(exc).__name__})"
+    # Operators see the provider's own words in the log (secrets masked by the log filter).
+    logger.warning("%s model %r failed: %s: %s", provider, name, type(exc).__name__, exc)
     detail = " ".join(str(exc).split())[:DETAIL_CHARS]
     plural = "s" if attempts != 1 else ""
     message = f"{provider} model {name!r} {what} after {attempts} attempt{plural}: {detail}"

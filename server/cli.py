@@ -26,7 +26,7 @@ app = typer.Typer(help="Orchestration protocols for tool-using LLM agents.", no_
 def run_command(
     protocol: Annotated[str, typer.Argument(help="Protocol id (see `phasegraph protocols`).")],
     message: Annotated[str, typer.Argument(help="The user's message.")],
-    model: Annotated[str | None, typer.Option(help="Model spec: provider:model (openai:, anthropic:, ...) or scripted:<path>.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model spec: provider:model or scripted:<path>.")] = None,
     workspace: Annotated[str | None, typer.Option(help="Folder the workspace tools may read.")] = None,
     project: Annotated[str, typer.Option(help="Project id.")] = "default",
     show_tool_outputs: Annotated[bool, typer.Option(help="Include raw tool outputs.")] = False,

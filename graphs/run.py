@@ -21,6 +21,7 @@ from nodes.context import RunContext
 from nodes.emit import EVENT_KEY, TRACE_KEY
 from nodes.errors import ConfigurationError, PhasegraphError, describe
 from nodes.events import ErrorEvent, Event, EventBase, Final, parse_event
+from nodes.redact import redactor
 from nodes.trace import DEFAULT_TRACES, TraceEntry, TraceStore
 
 E = TypeVar("E", bound=EventBase)
@@ -59,7 +60,7 @@ class _Stamper:
             "project_id": self.context.project_id,
             "protocol": self.protocol,
         }
-        return event.model_copy(update=envelope)
+        return redactor().model(event.model_copy(update=envelope))  # no configured secret leaves a run
 
     def make(self, event_type: type[E], **fields: Any) -> E:
         return self.stamp(event_type(**fields))
@@ -96,7 +97,7 @@ async def stream_graph(
         async for chunk in graph.astream(graph_input, config, context=context, stream_mode="custom"):
             custom = cast(dict[str, Any], chunk)
             if TRACE_KEY in custom:
-                store.append(TraceEntry.model_validate(custom[TRACE_KEY]))
+                store.append(redactor().model(TraceEntry.model_validate(custom[TRACE_KEY])))
             elif EVENT_KEY in custom:
                 event = stamper.stamp(parse_event(custom[EVENT_KEY]))
                 reported = isinstance(event, ErrorEvent)

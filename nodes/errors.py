@@ -60,6 +60,30 @@ class TooLargeError(PhasegraphError):
     kind = "too_large"
 
 
+class ProviderError(PhasegraphError):
+    """A model provider failed (HTTP error, timeout, connection) after the client's retries.
+
+    The message names the provider, the model, the status and how many attempts were made, and
+    never carries a configured secret (it is built redacted).
+    """
+
+    kind = "provider"
+
+    def __init__(self, message: str, *, provider: str, model: str, status: int | None, attempts: int) -> None:
+        super().__init__(message)
+        self.provider, self.model, self.status, self.attempts = provider, model, status, attempts
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Checkpointers serialize a failed task's error; keep the keyword fields when they do.
+        return (_rebuild_provider_error, (str(self), self.provider, self.model, self.status, self.attempts))
+
+
+def _rebuild_provider_error(
+    message: str, provider: str, model: str, status: int | None, attempts: int
+) -> ProviderError:
+    return ProviderError(message, provider=provider, model=model, status=status, attempts=attempts)
+
+
 def describe(exc: Exception) -> tuple[str, str]:
     """The ``kind`` and ``message`` of the ``error`` event a failure becomes."""
     if isinstance(exc, PhasegraphError):

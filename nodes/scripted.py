@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.language_models import BaseChatModel, LangSmithParams, LanguageModelInput
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
@@ -109,6 +109,17 @@ class ScriptedChatModel(BaseChatModel):
     @property
     def _llm_type(self) -> str:
         return "phasegraph-scripted"
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        """Name the model in traces (LangSmith and other tracers): ``scripted`` and the script's file.
+
+        A per-call ``model`` override (``bind(model=...)``) is reported as the model, as providers do.
+        """
+        params = super()._get_ls_params(stop=stop, **kwargs)
+        params["ls_provider"] = "scripted"
+        model = kwargs.get("model")
+        params["ls_model_name"] = model if isinstance(model, str) else self.source
+        return params
 
     @property
     def position(self) -> int:

@@ -21,6 +21,9 @@ class ProviderSettings(BaseSettings):
         default=None,
         description="Base URL of an OpenAI-compatible server (vLLM, Ollama, llama.cpp, DeepSeek).",
     )
+    anthropic_api_key: SecretStr | None = Field(
+        default=None, description="Key of 'anthropic:' specs (read by langchain-anthropic; redacted here)."
+    )
 
 
 @lru_cache(maxsize=1)
@@ -38,6 +41,15 @@ class RunSettings(BaseSettings):
         default=100_000,
         ge=1,
         description="Longest argument text one tool call may stream; a longer call is refused unread.",
+    )
+    model_max_retries: int = Field(
+        default=2,
+        ge=0,
+        description="Retries of a provider call after a 429, a 5xx, a timeout or a dropped connection "
+        "(the provider client's own exponential backoff).",
+    )
+    model_timeout_seconds: float = Field(
+        default=60.0, gt=0, description="Longest wait for each provider response (and each streamed read)."
     )
 
 
@@ -85,6 +97,11 @@ class ServerSettings(BaseSettings):
     api_tokens: SecretStr | None = Field(
         default=None, description='Bearer tokens and their projects: "tokenA:projX,projY;tokenB:*".'
     )
+
+    def bearer_tokens(self) -> list[str]:
+        """The token strings of ``api_tokens`` (secrets, whatever projects they cover)."""
+        raw = self.api_tokens.get_secret_value() if self.api_tokens else ""
+        return [token.strip() for token, _, _ in (e.partition(":") for e in raw.split(";")) if token.strip()]
 
     def models(self) -> set[str]:
         """Every model spec a request may use."""

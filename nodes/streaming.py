@@ -12,6 +12,7 @@ from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessageChunk, BaseMessage
 from langchain_core.runnables import Runnable
 
+from nodes.models import stream_model
 from nodes.prompts import ARGS_TOO_LARGE
 
 
@@ -151,7 +152,7 @@ async def stream_until_first_call(
     outcome = StreamOutcome()
     calls: dict[int, PartialCall] = {}
     oversized: PartialCall | None = None
-    stream = cast(AsyncGenerator[Any, None], model.astream(list(messages)))
+    stream = cast(AsyncGenerator[Any, None], stream_model(model, messages))
     async with aclosing(stream):
         async for chunk in stream:
             outcome.chunks_read += 1

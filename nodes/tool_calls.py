@@ -7,6 +7,7 @@ from typing import Any
 from nodes.context import RunContext
 from nodes.emit import Emitter
 from nodes.events import ToolCall, ToolResultEvent
+from nodes.redact import redactor
 from tools import ToolRegistry, ToolResult, ToolRunner
 
 
@@ -40,6 +41,7 @@ async def execute_tool_call(
         result = ToolResult(status="error", error=refusal)
     else:
         result = await ToolRunner(registry, context.tool_context()).run(name, args)
+    result = redactor().model(result)  # a tool echoing a configured secret: neither model nor store sees it
     emitter.trace("tool_result", call_id=call_id, name=name, **result.model_dump(), **meta)
     emitter.emit(
         ToolResultEvent,

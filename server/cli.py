@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import copy
+import logging
 from collections.abc import Callable
 from typing import Annotated, Any, NoReturn
 
@@ -14,6 +16,7 @@ from graphs.run import stream_run
 from nodes.errors import ConfigurationError, PhasegraphError
 from nodes.events import ErrorEvent, Event, Final
 from nodes.models import DEMO_MODEL, DEMO_WORKSPACE
+from nodes.redact import RedactingFilter, redact_logging
 from server.render import EventRenderer
 
 app = typer.Typer(help="Orchestration protocols for tool-using LLM agents.", no_args_is_help=True)
@@ -23,7 +26,7 @@ app = typer.Typer(help="Orchestration protocols for tool-using LLM agents.", no_
 def run_command(
     protocol: Annotated[str, typer.Argument(help="Protocol id (see `phasegraph protocols`).")],
     message: Annotated[str, typer.Argument(help="The user's message.")],
-    model: Annotated[str | None, typer.Option(help="Model spec: openai:<model> or scripted:<path>.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model spec: provider:model or scripted:<path>.")] = None,
     workspace: Annotated[str | None, typer.Option(help="Folder the workspace tools may read.")] = None,
     project: Annotated[str, typer.Option(help="Project id.")] = "default",
     show_tool_outputs: Annotated[bool, typer.Option(help="Include raw tool outputs.")] = False,
@@ -72,7 +75,19 @@ def serve_command(
     """Serve the HTTP API and web page (settings from PHASEGRAPH_* variables)."""
     import uvicorn
 
-    uvicorn.run("server.app:app", host=host, port=port, log_level="info")
+    uvicorn.run("server.app:app", host=host, port=port, log_level="info", log_config=_log_config())
+
+
+def _log_config() -> dict[str, Any]:
+    """Uvicorn's logging, with our own loggers on its handler and secrets masked on every handler."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["filters"] = {"redact": {"()": RedactingFilter}}
+    for handler in config["handlers"].values():
+        handler["filters"] = ["redact"]
+    config["root"] = {"handlers": ["default"], "level": "WARNING"}
+    return config
 
 
 @app.command("inspect")
@@ -94,6 +109,8 @@ def inspect_command(
 
 def main() -> None:
     """Console-script entry point."""
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
+    redact_logging()
     app()
 
 

@@ -148,15 +148,14 @@ def document_settings(schema: dict[str, Any], settings: ServerSettings) -> dict[
     chat["model"]["description"] = "A model this server allows (the default when omitted)."
     if settings.api_tokens is not None:
         schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
-        unauthorized = {
-            "description": _WHY[401],
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
-        }
+        body = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
         for path, operations in schema["paths"].items():
             if path.startswith("/api/"):
                 for operation in operations.values():
                     operation["security"] = [{"bearer": []}]
-                    operation["responses"]["401"] = unauthorized
+                    operation["responses"]["401"] = {"description": _WHY[401], "content": body}
+                    # Every /api route takes ?projectId=, which a token must cover.
+                    operation["responses"]["403"] = {"description": _WHY[403], "content": body}
     return schema
 
 

@@ -12,11 +12,12 @@ import time
 from typing import Any, Literal
 
 import sqlalchemy as sa
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
 from nodes.events import Event, parse_event
+from nodes.redact import redactor
 from nodes.trace import TraceEntry
 from server.migrate import upgrade_schema
 
@@ -70,12 +71,12 @@ def scoped_key(project_id: str, item_id: str) -> str:
 class RequestRecord(BaseModel):
     """One request as the server knows it."""
 
-    request_key: str  # project/request: ids are unique per project only
+    request_key: str = ""  # project/request: ids are unique per project only
     request_id: str  # as the client named it
     project_id: str
     protocol: str
     thread_id: str  # as the client named it
-    thread_key: str  # the LangGraph thread id (project-scoped; rows older than scoping keep theirs)
+    thread_key: str = ""  # the LangGraph thread id (project-scoped; rows older than scoping keep theirs)
     status: Status
     settings: dict[str, Any] = Field(default_factory=dict)  # Context fields to rebuild the run anywhere
     last_seq: int = 0
@@ -85,6 +86,13 @@ class RequestRecord(BaseModel):
     heartbeat_at: float | None = None
     created_at: float = Field(default_factory=time.time)
     updated_at: float = Field(default_factory=time.time)
+
+    @model_validator(mode="after")
+    def _scoped_keys(self) -> RequestRecord:
+        """A new record's keys follow from its project and ids."""
+        self.request_key = self.request_key or scoped_key(self.project_id, self.request_id)
+        self.thread_key = self.thread_key or scoped_key(self.project_id, self.thread_id)
+        return self
 
 
 def engine_url(checkpointer: str) -> str:
@@ -233,6 +241,7 @@ class RequestStore:
 
     async def record(self, request_key: str, event: Event, traces: list[TraceEntry]) -> None:
         """Append one event (and the trace entries that came with it) and advance ``last_seq``."""
+        event, traces = redactor().model(event), [redactor().model(t) for t in traces]
         async with self._guard, self.engine.begin() as conn:
             if traces:
                 await conn.execute(
@@ -252,6 +261,7 @@ class RequestStore:
         """Append trace entries that came after the last event of a run segment."""
         if not traces:
             return
+        traces = [redactor().model(t) for t in traces]
         async with self._guard, self.engine.begin() as conn:
             await conn.execute(
                 traces_table.insert(),

@@ -24,6 +24,7 @@ from langgraph.types import Command
 
 from nodes.emit import Emitter, errors_reported
 from nodes.events import BudgetExhaustedEvent, TextChunk
+from nodes.models import stream_model
 from nodes.prompts import ARGS_TOO_LARGE
 from nodes.tool_calls import execute_tool_call, trace_tool_registration
 from nodes.unified.budget import over_budget, turn_usage
@@ -114,7 +115,7 @@ async def _stream_text(model: Any, messages: Sequence[BaseMessage], emitter: Emi
     arguments at every chunk, quadratic in a long (or hostile) argument.
     """
     chunks: list[AIMessageChunk] = []
-    async for chunk in model.astream(list(messages)):
+    async for chunk in stream_model(model, messages):  # a provider failure: a redacted ProviderError
         if text := chunk.text:
             emitter.emit(TextChunk, text=text)
         chunks.append(chunk)

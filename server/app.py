@@ -35,7 +35,7 @@ from nodes.errors import (
 from nodes.models import public_spec
 from nodes.settings import ServerSettings
 from server.auth import Access, access_for, parse_tokens
-from server.checkpoints import checkpoint_values, timeline
+from server.checkpoints import DEFAULT_PAGE, MAX_PAGE, checkpoint_values, timeline
 from server.persistence import open_checkpointer
 from server.responses import (
     STARTS,
@@ -75,6 +75,10 @@ def _addressable(value: str) -> str:
 
 
 ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
+NEXT_PAGE_HEADER = {
+    "description": 'The next, older page: `</api/threads/...?before=ID&limit=N>; rel="next"`',
+    "schema": {"type": "string"},
+}
 PROJECT_PARAM = (
     "Only this project (the token must cover it): names the project when the caller's projects "
     "each have a request or thread of the id."
@@ -453,13 +457,25 @@ def _add_checkpoint_routes(app: FastAPI, caller: Caller) -> None:
             await _manager(request).store.threads(thread_id, access.projects), f"thread {thread_id!r}"
         )
 
-    @app.get("/api/threads/{thread_id}/checkpoints", responses=errors(404, 409))
+    @app.get(
+        "/api/threads/{thread_id}/checkpoints",
+        responses={200: {"headers": {"Link": NEXT_PAGE_HEADER}}, **errors(404, 409)},
+    )
     async def checkpoints(
-        thread_id: PathId, request: Request, access: Annotated[Access, Depends(caller)]
-    ) -> list[dict[str, Any]]:
+        thread_id: PathId, request: Request, response: Response, access: Annotated[Access, Depends(caller)],
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Checkpoints per page.")] = DEFAULT_PAGE,
+        before: Annotated[
+            str | None, Query(pattern=ID_PATTERN, description="Only checkpoints older than this one.")
+        ] = None,
+    ) -> list[dict[str, Any]]:  # fmt: skip
         record = await owner_of(request, thread_id, access)
         spec = get_protocol(record.protocol)
-        infos = await timeline(spec, _manager(request).graph(spec), record.thread_key)
+        infos, next_before = await timeline(
+            spec, _manager(request).graph(spec), record.thread_key, limit=limit, before=before
+        )
+        if next_before is not None:
+            older = request.url.include_query_params(before=next_before, limit=limit)
+            response.headers["Link"] = f'<{older.path}?{older.query}>; rel="next"'
         return [i.model_dump(by_alias=True) for i in infos]
 
     @app.get("/api/threads/{thread_id}/checkpoints/{checkpoint_id}", responses=errors(404, 409))

@@ -43,28 +43,57 @@ async def history(graph: CompiledStateGraph[Any, Any, Any, Any], thread_id: str)
     return list(reversed(snapshots))
 
 
+#: Checkpoints per page of a timeline, unless the caller asks for another size (at most MAX_PAGE).
+DEFAULT_PAGE = 50
+MAX_PAGE = 500
+
+
 async def timeline(
-    spec: ProtocolSpec, graph: CompiledStateGraph[Any, Any, Any, Any], thread_id: str
-) -> list[CheckpointInfo]:
-    """The thread's checkpoints, oldest first, with the node that produced each and phase fields."""
-    snapshots = await history(graph, thread_id)
-    if not snapshots:
-        raise NotFoundError(f"thread {thread_id!r} has no checkpoints")
-    infos = []
-    for before, snap in zip([None, *snapshots], snapshots, strict=False):
-        meta = spec.event_meta(snap.values)
-        infos.append(
-            CheckpointInfo(
-                checkpoint_id=snap.config["configurable"]["checkpoint_id"],
-                step=(snap.metadata or {}).get("step"),
-                node=",".join(before.next) if before is not None and before.next else None,
-                next=list(snap.next),
-                created_at=snap.created_at,
-                phase_index=meta.get("phase_index"),
-                cycle_index=meta.get("cycle_index"),
-            )
-        )
-    return infos
+    spec: ProtocolSpec,
+    graph: CompiledStateGraph[Any, Any, Any, Any],
+    thread_id: str,
+    *,
+    limit: int = DEFAULT_PAGE,
+    before: str | None = None,
+) -> tuple[list[CheckpointInfo], str | None]:
+    """One page of the thread's checkpoints, oldest first, with the node that produced each.
+
+    The page holds the ``limit`` newest checkpoints older than ``before`` (the newest of the
+    thread without it). Returns the page and the ``before`` of the next, older page (``None``
+    on the last). Only ``limit + 1`` checkpoints are read, however long the thread.
+    """
+    older_than = None
+    if before is not None:
+        older_than = thread_config(thread_id, before)
+        if (await graph.aget_state(older_than)).created_at is None:
+            raise NotFoundError(f"thread {thread_id!r} has no checkpoint {before!r}")
+    newest_first = [
+        s
+        async for s in graph.aget_state_history(thread_config(thread_id), before=older_than, limit=limit + 1)
+    ]
+    if not newest_first:
+        if before is None:
+            raise NotFoundError(f"thread {thread_id!r} has no checkpoints")
+        return [], None
+    page, older = newest_first[:limit], newest_first[limit:]
+    snapshots = list(reversed(page))
+    parents = [older[0] if older else None, *snapshots]
+    infos = [_info(spec, snap, parent) for parent, snap in zip(parents, snapshots, strict=False)]
+    next_before = snapshots[0].config["configurable"]["checkpoint_id"] if older else None
+    return infos, next_before
+
+
+def _info(spec: ProtocolSpec, snap: StateSnapshot, parent: StateSnapshot | None) -> CheckpointInfo:
+    meta = spec.event_meta(snap.values)
+    return CheckpointInfo(
+        checkpoint_id=snap.config["configurable"]["checkpoint_id"],
+        step=(snap.metadata or {}).get("step"),
+        node=",".join(parent.next) if parent is not None and parent.next else None,
+        next=list(snap.next),
+        created_at=snap.created_at,
+        phase_index=meta.get("phase_index"),
+        cycle_index=meta.get("cycle_index"),
+    )
 
 
 async def snapshot_at(

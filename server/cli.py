@@ -97,12 +97,15 @@ def inspect_command(
     project: Annotated[
         str | None, typer.Option(help="The thread's project, when several use the id.")
     ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=500, help="How many checkpoints (the newest).")] = 50,
+    before: Annotated[str | None, typer.Option(help="Show checkpoints older than this one.")] = None,
 ) -> None:
     """Print a thread's checkpoint timeline, or one checkpoint's values (PHASEGRAPH_CHECKPOINTER)."""
     from server.inspection import inspect_thread
 
     try:
-        asyncio.run(inspect_thread(thread, checkpoint, Console(soft_wrap=True), project))
+        console = Console(soft_wrap=True)
+        asyncio.run(inspect_thread(thread, checkpoint, console, project, limit=limit, before=before))
     except PhasegraphError as exc:
         _refuse(exc, json_lines=False)
 

@@ -10,14 +10,15 @@ from rich.table import Table
 from graphs.registry import get_protocol
 from nodes.errors import ConflictError, NotFoundError
 from nodes.settings import ServerSettings
-from server.checkpoints import checkpoint_values, timeline
+from server.checkpoints import DEFAULT_PAGE, checkpoint_values, timeline
 from server.persistence import open_checkpointer
 from server.store import RequestStore
 
 
 async def inspect_thread(
-    thread_id: str, checkpoint_id: str | None, console: Console, project_id: str | None = None
-) -> None:
+    thread_id: str, checkpoint_id: str | None, console: Console, project_id: str | None = None,
+    *, limit: int = DEFAULT_PAGE, before: str | None = None,
+) -> None:  # fmt: skip
     """Print the timeline of ``thread_id`` (or the values of one checkpoint).
 
     Thread ids are per project: with several projects using the id, ``project_id`` picks one.
@@ -43,7 +44,7 @@ async def inspect_thread(
                     json.dumps(await checkpoint_values(graph, record.thread_key, checkpoint_id), default=str)
                 )
                 return
-            infos = await timeline(spec, graph, record.thread_key)
+            infos, next_before = await timeline(spec, graph, record.thread_key, limit=limit, before=before)
     finally:
         await store.close()
     table = Table(title=f"thread {thread_id} ({spec.id}, project {record.project_id})")
@@ -55,6 +56,8 @@ async def inspect_thread(
             _opt(info.cycle_index), ", ".join(info.next) or "(end)", info.created_at or "",
         )  # fmt: skip
     console.print(table)
+    if next_before is not None:
+        console.print(f"older checkpoints: --before {next_before}")
 
 
 def _opt(value: int | None) -> str:

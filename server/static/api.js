@@ -2,10 +2,23 @@
 // and Server-Sent Event streams read from a POST response (EventSource can only GET).
 
 let readToken = () => "";
+let readProject = () => "";
 
 /** Tell the helpers where the bearer token comes from (the token field). */
 export function useToken(source) {
   readToken = source;
+}
+
+/** Tell the helpers which project the current request belongs to (ids are per project). */
+export function useProject(source) {
+  readProject = source;
+}
+
+/** A request or thread route names its project, so the same id in another project is never meant. */
+function scoped(path) {
+  const project = readProject();
+  if (!project || !/^\/api\/(requests|threads)\//.test(path)) return path;
+  return `${path}${path.includes("?") ? "&" : "?"}projectId=${encodeURIComponent(project)}`;
 }
 
 export class HttpError extends Error {
@@ -66,7 +79,7 @@ export async function readError(response) {
 
 /** A JSON call; throws HttpError with the server's message when the answer is not 2xx. */
 export async function api(method, path, body) {
-  const response = await fetch(path, {
+  const response = await fetch(scoped(path), {
     method,
     headers: headers(body !== undefined),
     body: body === undefined ? undefined : JSON.stringify(body),
@@ -98,7 +111,7 @@ export function newId() {
 
 /** POST a JSON body to an SSE route; the caller checks response.ok. */
 export function postStream(path, body, signal) {
-  return fetch(path, {
+  return fetch(scoped(path), {
     method: "POST",
     headers: { ...headers(true), Accept: "text/event-stream" },
     body: JSON.stringify(body),
@@ -109,7 +122,7 @@ export function postStream(path, body, signal) {
 /** Follow a request's stored and live events after ``afterSeq`` (a reconnect); the caller checks response.ok. */
 export function followStream(requestId, afterSeq, signal) {
   const extra = afterSeq ? { "Last-Event-ID": String(afterSeq) } : {};
-  return fetch(`/api/requests/${enc(requestId)}/stream`, {
+  return fetch(scoped(`/api/requests/${enc(requestId)}/stream`), {
     headers: { ...headers(false), ...extra, Accept: "text/event-stream" },
     signal,
   });

@@ -2,7 +2,7 @@
 // This module keeps the current request's state and wires the buttons: send, pause, resume,
 // cancel and fork. Rendering lives in chat.js, the side panels in panels.js, HTTP/SSE in api.js.
 
-import { api, enc, followStream, newId, postStream, readError, streamEvents, useToken } from "./api.js";
+import { api, enc, followStream, newId, postStream, readError, streamEvents, useProject, useToken } from "./api.js";
 import {
   addUserMessage,
   chipFor,
@@ -46,6 +46,7 @@ const state = {
   threadId: null,
   status: null, // the server's view: running | paused | cancelled | completed | failed
   lastSeq: 0, // the last event of the current request shown (a reconnect continues after it)
+  projectId: null, // the current request's project: its id (and thread id) are unique only there
   streaming: false,
   controller: null,
   pausing: false,
@@ -187,8 +188,9 @@ function switchToFallback(route, protocol) {
 
 // ---------------------------------------------------------------- actions
 
-function beginRequest(requestId) {
+function beginRequest(requestId, projectId) {
   state.requestId = requestId;
+  state.projectId = projectId;
   state.lastSeq = 0;
   state.threadId = requestId;
   state.status = "running";
@@ -218,7 +220,8 @@ async function send() {
     return;
   }
   const requestId = newId();
-  beginRequest(requestId);
+  const projectId = els.projectId.value.trim() || "default";
+  beginRequest(requestId, projectId);
   els.message.value = "";
   addUserMessage(message);
   const route = routeFor(protocol);
@@ -226,7 +229,7 @@ async function send() {
   setChip("starting…", "running");
   const body = {
     message,
-    projectId: els.projectId.value.trim() || "default",
+    projectId,
     requestId,
     showToolOutputs: els.showToolOutputs.checked,
   };
@@ -320,6 +323,7 @@ function sendOnEnter(event) {
 
 function init() {
   useToken(() => els.token.value.trim());
+  useProject(() => state.projectId);
   restore();
   els.composer.addEventListener("submit", (event) => {
     event.preventDefault();

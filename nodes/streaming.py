@@ -209,6 +209,11 @@ def _absorb(
     if text := chunk.text:
         outcome._text.append(text)
         on_text(text)
+    absorb_call_pieces(chunk, calls)
+
+
+def absorb_call_pieces(chunk: AIMessageChunk, calls: dict[int, PartialCall]) -> None:
+    """Add a chunk's tool-call pieces to the calls being streamed (by index; no re-parsing)."""
     for piece in chunk.tool_call_chunks:
         index = piece.get("index")
         key = index if isinstance(index, int) else len(calls)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from contextlib import aclosing
 from typing import Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -17,8 +18,6 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.messages.ai import add_ai_message_chunks
-from langchain_core.messages.utils import message_chunk_to_message
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
@@ -26,6 +25,7 @@ from nodes.emit import Emitter, errors_reported
 from nodes.events import BudgetExhaustedEvent, TextChunk
 from nodes.models import stream_model
 from nodes.prompts import ARGS_TOO_LARGE
+from nodes.streaming import PartialCall, absorb_call_pieces
 from nodes.tool_calls import execute_tool_call, trace_tool_registration
 from nodes.unified.budget import over_budget, turn_usage
 from nodes.unified.context import UnifiedContext
@@ -81,6 +81,16 @@ class RunContextMiddleware(AgentMiddleware[Any, UnifiedContext]):
         )
 
 
+#: Where a model message lists the calls whose arguments were cut for being too large.
+TOO_LARGE_KEY = "phasegraph_too_large_calls"
+
+
+def _cut_calls(messages: Sequence[BaseMessage]) -> set[str]:
+    """Ids of the last model message's calls whose streams were cut for oversized arguments."""
+    last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+    return set(last.response_metadata.get(TOO_LARGE_KEY, [])) if last is not None else set()
+
+
 async def _answer(
     context: UnifiedContext, messages: list[AnyMessage], emitter: Emitter
 ) -> ModelResponse[Any]:
@@ -94,7 +104,9 @@ async def _answer(
         prompt = f"{prompt}\n\n{context.budget_notice}"
     else:
         model = cast(BaseChatModel, model.bind_tools(list(context.registry())))
-    message = await _stream_text(model, [SystemMessage(prompt), *messages], emitter)
+    message = await _stream_text(
+        model, [SystemMessage(prompt), *messages], emitter, context.max_tool_args_chars
+    )
     return ModelResponse(result=[message])
 
 
@@ -103,22 +115,40 @@ def _refusal(request: ToolCallRequest, context: UnifiedContext) -> str | None:
     call = request.tool_call
     if over_budget(request.state["messages"], call["id"] or "", context):
         return BUDGET_REFUSAL.format(limit=context.max_tool_calls)
-    if len(json.dumps(call["args"])) > context.max_tool_args_chars:
+    if call["id"] in _cut_calls(request.state["messages"]) or (
+        len(json.dumps(call["args"])) > context.max_tool_args_chars
+    ):
         return ARGS_TOO_LARGE.format(name=call["name"], limit=context.max_tool_args_chars)
     return None
 
 
-async def _stream_text(model: Any, messages: Sequence[BaseMessage], emitter: Emitter) -> AIMessage:
+async def _stream_text(
+    model: Any, messages: Sequence[BaseMessage], emitter: Emitter, max_args_chars: int
+) -> AIMessage:
     """Stream the model, emitting its text as it arrives, and return the whole message.
 
-    The chunks are merged once at the end: merging as they arrive re-parses the growing tool
-    arguments at every chunk, quadratic in a long (or hostile) argument.
+    Text and call arguments are gathered as pieces and joined once (linear in the stream), and
+    a call whose arguments grow past ``max_args_chars`` closes the stream at once: it is kept
+    with empty arguments and named in ``response_metadata`` so its tool call is refused unrun.
     """
-    chunks: list[AIMessageChunk] = []
-    async for chunk in stream_model(model, messages):  # a provider failure: a redacted ProviderError
-        if text := chunk.text:
-            emitter.emit(TextChunk, text=text)
-        chunks.append(chunk)
-    if not chunks:
-        return AIMessage("")
-    return cast(AIMessage, message_chunk_to_message(add_ai_message_chunks(chunks[0], *chunks[1:])))
+    text: list[str] = []
+    calls: dict[int, PartialCall] = {}
+    oversized: list[PartialCall] = []
+    chunks = cast(AsyncGenerator[AIMessageChunk, None], stream_model(model, messages))
+    async with aclosing(chunks) as stream:
+        async for chunk in stream:
+            if piece := chunk.text:
+                emitter.emit(TextChunk, text=piece)
+                text.append(piece)
+            absorb_call_pieces(chunk, calls)
+            if oversized := [c for c in calls.values() if c.size > max_args_chars]:
+                break
+    tool_calls = [
+        {"id": c.id, "name": c.name, "args": {} if c in oversized else (c.parsed_args(ended=True) or {})}
+        for c in sorted(calls.values(), key=lambda c: c.index)
+    ]
+    return AIMessage(
+        content="".join(text),
+        tool_calls=tool_calls,
+        response_metadata={TOO_LARGE_KEY: [c.id for c in oversized]} if oversized else {},
+    )

@@ -34,6 +34,8 @@ async def test_unified_refuses_an_oversized_call_without_running_it(collect):
     result = await collect("unified", chat_model=model, max_tool_args_chars=2_000)
     tool_result = of_type(result, "tool_result")[0]
     assert tool_result.status == "error" and "longer than 2000 characters" in tool_result.error
+    assert model.stats[0].chunks_read < model.stats[0].chunks_total // 10  # the stream was closed early
+    assert of_type(result, "tool_call")[0].args == {}
     assert result.final.answer == "Fine."
 
 

@@ -88,4 +88,5 @@ def describe(exc: Exception) -> tuple[str, str]:
     """The ``kind`` and ``message`` of the ``error`` event a failure becomes."""
     if isinstance(exc, PhasegraphError):
         return exc.kind, str(exc)
-    return "internal", f"{type(exc).__name__}: {exc}"
+    # Its text may name the server's files or internals: clients get the kind, the log the rest.
+    return "internal", f"an unexpected {type(exc).__name__} ended the run; the server log has the details"

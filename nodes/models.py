@@ -129,7 +129,7 @@ def provider_error(exc: Exception, model: Runnable[Any, Any]) -> ProviderError:
         what = f"could not be reached ({type(exc).__name__})"
     # Operators see the provider's own words in the log (secrets masked by the log filter).
     logger.warning("%s model %r failed: %s: %s", provider, name, type(exc).__name__, exc)
-    detail = " ".join(str(exc).split())[:DETAIL_CHARS]
+    detail = redactor().text(" ".join(str(exc).split()))[:DETAIL_CHARS]  # masked before cut: no key prefix
     plural = "s" if attempts != 1 else ""
     message = f"{provider} model {name!r} {what} after {attempts} attempt{plural}: {detail}"
     return ProviderError(

@@ -236,8 +236,8 @@ async def _resume(
 ) -> RequestRecord:
     """Start continuing a visible request; its stream follows from the record's last seq."""
     record = await _visible(manager, request_id, access)
-    await manager.resume(record, phase_index)
-    return record
+    # An orphan is first paused as crashed: the stream starts after that, at the resume.
+    return await manager.resume(record, phase_index)
 
 
 async def _visible(manager: RunManager, request_id: str, access: Access) -> RequestRecord:

@@ -17,6 +17,8 @@ from alembic.runtime.migration import MigrationContext
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 BASELINE = "0001"
+#: Our own version table: the database may be an application's, with its own ``alembic_version``.
+VERSION_TABLE = "phasegraph_alembic_version"
 #: Any fixed number: the Postgres advisory lock every replica takes while it migrates.
 LOCK_KEY = 7_349_120_311
 
@@ -26,9 +28,9 @@ def upgrade_schema(connection: sa.Connection) -> None:
     if connection.dialect.name == "postgresql":
         connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": LOCK_KEY})
     config = alembic_config(connection)
-    current = MigrationContext.configure(connection).get_current_revision()
-    if current is None and sa.inspect(connection).has_table("phasegraph_requests"):
-        command.stamp(config, BASELINE)
+    context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
+    if context.get_current_revision() is None and sa.inspect(connection).has_table("phasegraph_requests"):
+        command.stamp(config, _revision_of_unversioned(connection))
     command.upgrade(config, "head")
 
 
@@ -37,4 +39,15 @@ def alembic_config(connection: sa.Connection | None = None) -> Config:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["connection"] = connection
+    config.attributes["version_table"] = VERSION_TABLE
     return config
+
+
+def _revision_of_unversioned(connection: sa.Connection) -> str:
+    """The revision tables made without our version table have: ``create_all`` (0001), or 0002.
+
+    0002 databases without one were migrated by a build that kept its version in Alembic's
+    default table; their ``request_key`` column tells them apart.
+    """
+    columns = {c["name"] for c in sa.inspect(connection).get_columns("phasegraph_requests")}
+    return "0002" if "request_key" in columns else BASELINE

@@ -33,6 +33,7 @@ from server.store import RequestRecord, RequestStore, scoped_key
 
 logger = logging.getLogger(__name__)
 
+DRIVER_FAILED = "the server failed while driving this run (see its log); send the message again"
 CANNOT_CONTINUE = (
     "the server driving this run stopped before the run saved a point to continue from; "
     "send the message again"
@@ -198,9 +199,8 @@ class RunManager:
                        record.request_id, action)  # fmt: skip
         try:
             events = await self.store.events_after(record.request_key, max(record.last_seq - 1, 0))
-            if events and isinstance(events[-1], Final | ErrorEvent):  # only the status was not written
-                ended = "completed" if isinstance(events[-1], Final) else "failed"
-                await self.store.update(record.request_key, status=ended)
+            if events and (ended := _status_after(events[-1])):  # only the status was not written
+                await self.store.update(record.request_key, status=ended, pause_requested=False)
                 return True
             snapshot = await self.graph(get_protocol(record.protocol)).aget_state(
                 thread_config(record.thread_key)
@@ -217,8 +217,14 @@ class RunManager:
 
     async def recover_orphans(self) -> None:
         """Take over every run whose driver died (at start-up, then from the watcher)."""
-        for record in await self.store.running_elsewhere(self.owner):
-            if self._orphaned(record) and record.request_key not in self._tasks:
+        for record in await self.store.running():
+            if record.request_key in self._tasks:
+                continue
+            # Ours with no task left (its driver failed) counts once its heartbeat is stale.
+            mine_but_lost = record.owner == self.owner and is_orphaned(
+                record.model_copy(update={"owner": None}), self.owner, self.settings.orphan_after_seconds
+            )
+            if self._orphaned(record) or mine_but_lost:
                 try:
                     await self.take_over(record, self.settings.on_orphan)
                 except Exception:  # one broken request must not stop recovering the others
@@ -365,6 +371,11 @@ class RunManager:
                 await self._stop(done, "paused", Paused, reason="shutdown")
             else:
                 await self._stop(done, "cancelled", Cancelled)
+        except Exception:  # the store or the server failed, not the graph: end the run visibly
+            logger.exception("request %s: its driver failed", record.request_id)
+            with contextlib.suppress(Exception):  # the store may be what failed; recovery retries
+                done = record.model_copy(update={"last_seq": seq})
+                await self._stop(done, "failed", ErrorEvent, kind="internal", message=DRIVER_FAILED)
         finally:
             self._tasks.pop(record.request_key, None)
             self._wake(record.request_key)
@@ -403,3 +414,9 @@ class RunManager:
 
     def _orphaned(self, record: RequestRecord) -> bool:
         return is_orphaned(record, self.owner, self.settings.orphan_after_seconds)
+
+
+def _status_after(event: Event) -> str | None:
+    """The status a request has once ``event`` is its last (``None``: the run was still going)."""
+    statuses = {Final: "completed", ErrorEvent: "failed", Cancelled: "cancelled", Paused: "paused"}
+    return next((status for kind, status in statuses.items() if isinstance(event, kind)), None)

@@ -232,12 +232,9 @@ class RequestStore:
             )
         return done.rowcount == 1
 
-    async def running_elsewhere(self, owner: str) -> list[RequestRecord]:
-        """Running requests that another process drives (or drove, before it died)."""
-        query = requests_table.select().where(
-            requests_table.c.status == "running", requests_table.c.owner != owner
-        )
-        return await self._all(query)
+    async def running(self) -> list[RequestRecord]:
+        """Every running request, whoever drives it (or drove it, before it died)."""
+        return await self._all(requests_table.select().where(requests_table.c.status == "running"))
 
     async def record(self, request_key: str, event: Event, traces: list[TraceEntry]) -> None:
         """Append one event (and the trace entries that came with it) and advance ``last_seq``."""

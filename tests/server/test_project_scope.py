@@ -1,6 +1,7 @@
 """Ids are per project: another project's ids neither conflict nor reveal anything; old databases migrate."""
 
 import os
+import sqlite3
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -143,6 +144,9 @@ def _check_migrated(server) -> None:
 def test_an_sqlite_database_from_before_migrations_is_upgraded_in_place(servers, tmp_path: Path):
     database = tmp_path / "old.db"
     _old_database(f"sqlite:///{database}")
+    with sqlite3.connect(database) as db:  # the application sharing the database has Alembic too
+        db.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) PRIMARY KEY)")
+        db.execute("INSERT INTO alembic_version VALUES ('their_rev')")
     _check_migrated(servers(PHASEGRAPH_CHECKPOINTER=f"sqlite:{database}"))
     # A second start finds nothing left to do.
     again = servers(PHASEGRAPH_CHECKPOINTER=f"sqlite:{database}")
@@ -150,6 +154,9 @@ def test_an_sqlite_database_from_before_migrations_is_upgraded_in_place(servers,
         assert (
             client.get("/api/requests/old-1", params={"projectId": "legacy"}).json()["status"] == "completed"
         )
+    with sqlite3.connect(database) as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("their_rev",)]
+        assert db.execute("SELECT version_num FROM phasegraph_alembic_version").fetchall() == [("0002",)]
 
 
 @pytest.fixture

@@ -77,3 +77,10 @@ async def test_the_request_store_redacts_whatever_it_is_given(token_env):
         assert [t.details["error"] for t in await store.trace("r")] == [f"bad {MASK}"] * 2
     finally:
         await store.close()
+
+
+def test_an_unexpected_failure_reaches_clients_without_its_text():
+    from nodes.errors import describe
+
+    kind, message = describe(FileNotFoundError(2, "No such file", "/srv/app/private/state.db"))
+    assert kind == "internal" and "FileNotFoundError" in message and "/srv" not in message

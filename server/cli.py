@@ -17,6 +17,7 @@ from nodes.errors import ConfigurationError, PhasegraphError
 from nodes.events import ErrorEvent, Event, Final
 from nodes.models import DEMO_MODEL, DEMO_WORKSPACE
 from nodes.redact import RedactingFilter, redact_logging
+from server.checkpoints import DEFAULT_PAGE, MAX_PAGE
 from server.render import EventRenderer
 
 app = typer.Typer(help="Orchestration protocols for tool-using LLM agents.", no_args_is_help=True)
@@ -97,7 +98,9 @@ def inspect_command(
     project: Annotated[
         str | None, typer.Option(help="The thread's project, when several use the id.")
     ] = None,
-    limit: Annotated[int, typer.Option(min=1, max=500, help="How many checkpoints (the newest).")] = 50,
+    limit: Annotated[
+        int, typer.Option(min=1, max=MAX_PAGE, help="How many checkpoints (the newest).")
+    ] = DEFAULT_PAGE,
     before: Annotated[str | None, typer.Option(help="Show checkpoints older than this one.")] = None,
 ) -> None:
     """Print a thread's checkpoint timeline, or one checkpoint's values (PHASEGRAPH_CHECKPOINTER)."""

@@ -142,14 +142,20 @@ function toolResult(ev) {
   scrollChat();
 }
 
+function answerLabel(ev) {
+  if (ev.allToolsFailed) return "Final answer (every tool call failed: it rests on no tool output)";
+  return ev.fallback ? "Final answer (fallback, built from tool results)" : "Final answer";
+}
+
 function showFinal(ev) {
   endText();
   releaseAnswerId();
   const box = el("div", "answer");
   box.id = "answer";
+  if (ev.allToolsFailed) box.classList.add("unsupported");
   box.dataset.testid = "answer";
   box.append(
-    el("div", "answer-label", ev.fallback ? "Final answer (fallback, built from tool results)" : "Final answer"),
+    el("div", "answer-label", answerLabel(ev)),
     el("div", "answer-text", ev.answer),
   );
   turn().append(tag(box));

@@ -3,6 +3,7 @@ cancel, checkpoints (with a fork), the trace panel, and the switch to the fallba
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -180,3 +181,21 @@ def test_page_reconnects_after_a_server_crash_and_drops_the_replaced_attempt(
             page.screenshot(path=str(tmp_path / "page-crash.png"), full_page=True)
         finally:
             restarted.stop()
+
+
+def test_page_marks_an_answer_that_rests_on_no_tool_output(servers: Any, tmp_path: Path) -> None:
+    script = tmp_path / "failing.json"
+    turns = [
+        {"content": "Reading.", "tool_calls": [{"name": "read_file", "args": {"path": "missing.md"}}]},
+        {"content": "It says nothing."},
+    ]
+    script.write_text(json.dumps({"turns": turns}), encoding="utf-8")
+    server = servers(PHASEGRAPH_MODEL=f"scripted:{script}")
+    with open_page() as page:
+        page.goto(server.url)
+        expect(page.locator("#protocol option[value='triggered_phase']")).to_have_count(1)
+        send(page, "What does it say?")
+        answer = page.locator("#answer")
+        expect(answer).to_contain_text("It says nothing.", timeout=WAIT)
+        expect(answer).to_contain_text("every tool call failed")
+        expect(answer).to_have_class(re.compile(r"\bunsupported\b"))

@@ -37,12 +37,6 @@ def thread_config(thread_id: str, checkpoint_id: str | None = None) -> RunnableC
     return {"configurable": configurable}
 
 
-async def history(graph: CompiledStateGraph[Any, Any, Any, Any], thread_id: str) -> list[StateSnapshot]:
-    """Every checkpoint of the thread, oldest first."""
-    snapshots = [s async for s in graph.aget_state_history(thread_config(thread_id))]
-    return list(reversed(snapshots))
-
-
 #: Checkpoints per page of a timeline, unless the caller asks for another size (at most MAX_PAGE).
 DEFAULT_PAGE = 50
 MAX_PAGE = 500
@@ -125,19 +119,22 @@ async def end_of_phase(
 ) -> tuple[StateSnapshot, bool]:
     """The checkpoint at the end of ``phase_index`` (the latest when ``None``) and whether it forks.
 
-    Resuming from anything but the thread's latest checkpoint starts a new branch (a fork).
+    Resuming from anything but the thread's latest checkpoint starts a new branch (a fork). The
+    history is walked newest first and only as far as the phase, never loaded whole.
     """
-    snapshots = await history(graph, thread_id)
-    if not snapshots:
+    latest = await graph.aget_state(thread_config(thread_id))
+    if latest.created_at is None:
         raise NotFoundError(f"thread {thread_id!r} has no checkpoints")
-    latest = snapshots[-1]
-    if phase_index is None:
-        chosen = latest
-    else:
-        matching = [s for s in snapshots if s.values.get("phase_index") == phase_index]
-        if not matching:
+    chosen = latest
+    if phase_index is not None:
+        found = None
+        async for snap in graph.aget_state_history(thread_config(thread_id)):
+            if snap.values.get("phase_index") == phase_index:
+                found = snap
+                break
+        if found is None:
             raise NotFoundError(f"the run never reached phase {phase_index}")
-        chosen = matching[-1]
+        chosen = found
     require_next(chosen)
     fork = chosen.config["configurable"]["checkpoint_id"] != latest.config["configurable"]["checkpoint_id"]
     return chosen, fork

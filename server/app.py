@@ -49,7 +49,7 @@ from server.responses import (
 )
 from server.runs import RunManager
 from server.sse import to_sse
-from server.store import RequestRecord, RequestStore
+from server.store import RequestRecord, RequestStore, only_one
 
 STATIC = Path(__file__).parent / "static"
 FALLBACK_ROUTE = "/api/chat/messages"
@@ -79,6 +79,7 @@ NEXT_PAGE_HEADER = {
     "description": 'The next, older page: `</api/threads/...?before=ID&limit=N>; rel="next"`',
     "schema": {"type": "string"},
 }
+NAME_IT = "add ?projectId="
 PROJECT_PARAM = (
     "Only this project (the token must cover it): names the project when the caller's projects "
     "each have a request or thread of the id."
@@ -246,16 +247,7 @@ async def _visible(manager: RunManager, request_id: str, access: Access) -> Requ
     Ids are per project, so another project's request of the same id is neither found nor
     revealed; a caller who sees several projects that each have one names the project.
     """
-    return _one_of(await manager.store.find(request_id, access.projects), f"request {request_id!r}")
-
-
-def _one_of(records: list[RequestRecord], what: str) -> RequestRecord:
-    if not records:
-        raise NotFoundError(f"{what} does not exist")
-    if len(records) > 1:
-        projects = ", ".join(sorted(r.project_id for r in records))
-        raise ConflictError(f"{what} exists in several of your projects ({projects}); add ?projectId=")
-    return records[0]
+    return only_one(await manager.store.find(request_id, access.projects), f"request {request_id!r}", NAME_IT)
 
 
 async def _stream(
@@ -453,9 +445,8 @@ def _add_request_routes(app: FastAPI, caller: Caller) -> None:
 def _add_checkpoint_routes(app: FastAPI, caller: Caller) -> None:
     async def owner_of(request: Request, thread_id: str, access: Access) -> RequestRecord:
         """The first request of the caller's thread of that id (see ``_visible``)."""
-        return _one_of(
-            await _manager(request).store.threads(thread_id, access.projects), f"thread {thread_id!r}"
-        )
+        found = await _manager(request).store.threads(thread_id, access.projects)
+        return only_one(found, f"thread {thread_id!r}", NAME_IT)
 
     @app.get(
         "/api/threads/{thread_id}/checkpoints",

@@ -8,11 +8,10 @@ from rich.console import Console
 from rich.table import Table
 
 from graphs.registry import get_protocol
-from nodes.errors import ConflictError, NotFoundError
 from nodes.settings import ServerSettings
 from server.checkpoints import DEFAULT_PAGE, checkpoint_values, timeline
 from server.persistence import open_checkpointer
-from server.store import RequestStore
+from server.store import RequestStore, only_one
 
 
 async def inspect_thread(
@@ -28,14 +27,7 @@ async def inspect_thread(
     try:
         await store.setup()
         found = await store.threads(thread_id, frozenset({project_id}) if project_id else None)
-        if not found:
-            raise NotFoundError(f"thread {thread_id!r} does not exist in {settings.checkpointer}")
-        if len(found) > 1:
-            projects = ", ".join(sorted(r.project_id for r in found))
-            raise ConflictError(
-                f"thread {thread_id!r} exists in several projects ({projects}); pass --project"
-            )
-        record = found[0]
+        record = only_one(found, f"thread {thread_id!r}", "pass --project")
         spec = get_protocol(record.protocol)
         async with open_checkpointer(settings.checkpointer) as saver:
             graph = spec.compile(saver, pausable=True)

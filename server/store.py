@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, model_validator
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
+from nodes.errors import ConflictError, NotFoundError
 from nodes.events import Event, parse_event
 from nodes.redact import redactor
 from nodes.trace import TraceEntry
@@ -104,6 +105,20 @@ def engine_url(checkpointer: str) -> str:
     if checkpointer.startswith(("postgresql://", "postgres://")):
         return "postgresql+psycopg://" + checkpointer.split("://", 1)[1]
     raise ValueError(f"unknown checkpointer {checkpointer!r}: use memory, sqlite:PATH or postgresql://...")
+
+
+def only_one(records: list[RequestRecord], what: str, how_to_choose: str) -> RequestRecord:
+    """The one record of an id among the caller's projects: 404 with none, 409 with several.
+
+    Ids are per project, so a caller who sees several projects may find the id in more than one;
+    ``how_to_choose`` tells them how to name the project.
+    """
+    if not records:
+        raise NotFoundError(f"{what} does not exist")
+    if len(records) > 1:
+        projects = ", ".join(sorted(r.project_id for r in records))
+        raise ConflictError(f"{what} exists in several of your projects ({projects}); {how_to_choose}")
+    return records[0]
 
 
 class RequestStore:

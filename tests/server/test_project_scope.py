@@ -11,12 +11,10 @@ import httpx
 import psycopg
 import pytest
 import sqlalchemy as sa
-from alembic import command
 
 from nodes.events import Final, PhaseStart
 from nodes.models import DEMO_WORKSPACE
 from nodes.trace import TraceEntry
-from server.migrate import BASELINE, VERSION_TABLE, alembic_config
 from tests.server.conftest import Server, stream
 
 RUN = "/api/runs/triggered_phase/stream"
@@ -58,6 +56,38 @@ def test_another_projects_ids_are_free_and_invisible(servers):
         assert client.get("/api/requests/only-a", params={"projectId": "projA"}, headers=B).status_code == 403
 
 
+# The tables as the first release made them (metadata.create_all, no migrations).
+_OLD = sa.MetaData()
+sa.Table(
+    "phasegraph_requests", _OLD,
+    sa.Column("request_id", sa.String(200), primary_key=True),
+    sa.Column("project_id", sa.String(200), nullable=False, index=True),
+    sa.Column("protocol", sa.String(100), nullable=False),
+    sa.Column("thread_id", sa.String(200), nullable=False, index=True),
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("settings", sa.JSON, nullable=False),
+    sa.Column("last_seq", sa.Integer, nullable=False, default=0),
+    sa.Column("pause_requested", sa.Boolean, nullable=False, default=False),
+    sa.Column("cancel_requested", sa.Boolean, nullable=False, default=False),
+    sa.Column("owner", sa.String(100), nullable=True),
+    sa.Column("heartbeat_at", sa.Float, nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)  # fmt: skip
+sa.Table(
+    "phasegraph_events", _OLD,
+    sa.Column("request_id", sa.String(200), primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("data", sa.Text, nullable=False),
+)  # fmt: skip
+sa.Table(
+    "phasegraph_traces", _OLD,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("request_id", sa.String(200), nullable=False, index=True),
+    sa.Column("data", sa.Text, nullable=False),
+)  # fmt: skip
+
+
 def _old_database(url: str) -> list[str]:
     """Fill an old-schema database with one finished request; returns its events as JSON."""
     engine = sa.create_engine(url)
@@ -67,14 +97,9 @@ def _old_database(url: str) -> list[str]:
         .to_json(),
     ]  # fmt: skip
     with engine.begin() as conn:
-        # The baseline revision is the first release's create_all; without our version table the
-        # database is exactly what that release left behind.
-        command.upgrade(alembic_config(conn), BASELINE)
-        conn.execute(sa.text(f"DROP TABLE {VERSION_TABLE}"))
-        old = sa.MetaData()
-        old.reflect(conn)
+        _OLD.create_all(conn)
         conn.execute(
-            old.tables["phasegraph_requests"]
+            _OLD.tables["phasegraph_requests"]
             .insert()
             .values(
                 request_id="old-1",
@@ -91,12 +116,12 @@ def _old_database(url: str) -> list[str]:
             )
         )
         conn.execute(
-            old.tables["phasegraph_events"].insert(),
+            _OLD.tables["phasegraph_events"].insert(),
             [{"request_id": "old-1", "seq": i + 1, "data": data} for i, data in enumerate(events)],
         )
         entry = TraceEntry(type="tool_call", request_id="old-1", details={"name": "list_files"})
         conn.execute(
-            old.tables["phasegraph_traces"].insert().values(request_id="old-1", data=entry.model_dump_json())
+            _OLD.tables["phasegraph_traces"].insert().values(request_id="old-1", data=entry.model_dump_json())
         )
     engine.dispose()
     return events

@@ -28,13 +28,17 @@ async def open_checkpointer(spec: str) -> AsyncIterator[BaseCheckpointSaver[str]
             yield saver
     elif spec.startswith(("postgresql://", "postgres://")):
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from psycopg.errors import UniqueViolation
         from psycopg.rows import dict_row
         from psycopg_pool import AsyncConnectionPool
 
         kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
         async with AsyncConnectionPool(spec, kwargs=kwargs, min_size=1, max_size=10, open=False) as pool:
             postgres = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
-            await postgres.setup()
+            try:
+                await postgres.setup()
+            except UniqueViolation:  # a replica starting at the same moment recorded the same migration
+                await postgres.setup()  # now it finds them recorded and has nothing left to do
             yield postgres
     else:
         raise ConfigurationError(

@@ -26,7 +26,7 @@ async def run_action_phase(
     update = {} if state["phase_open"] else open_phase(emitter, state, "action_phase")
     current = merged(state, update)
     registry = context.registry()
-    model = context.resolve_model(state["model_calls"]).bind_tools(list(registry))
+    model = context.resolve_model(state["model_calls"]).bind_tools(registry.schemas())
     outcome = await _stream(emitter, current, model)
     update |= _tally(current, outcome)
     call = outcome.call
@@ -69,7 +69,7 @@ async def run_final_phase(
     return update | close_phase(emitter, merged(current, update), phase_meta(current), "final")
 
 
-def route_after_action_phase(state: TriggeredPhaseState) -> Literal["new_call", "duplicate", "answered"]:
+async def route_after_action_phase(state: TriggeredPhaseState) -> Literal["new_call", "duplicate", "answered"]:
     """A new call goes to a tool phase, a duplicate to refusal, plain text finishes the turn."""
     proposed = state["proposed"]
     if proposed is None:

@@ -15,7 +15,7 @@ from nodes.triggered_phase.prompts import DUPLICATE_REFUSAL_NOTE
 from nodes.triggered_phase.state import TriggeredPhaseState, phase_meta
 
 
-def refuse_duplicate(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]) -> dict[str, Any]:
+async def refuse_duplicate(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]) -> dict[str, Any]:
     """Emit ``duplicate_tool_call`` and inject a system refusal notice; nothing is executed."""
     context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
     call = state["proposed"]
@@ -32,7 +32,7 @@ def refuse_duplicate(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhase
     return {"duplicate_attempts": attempts, "notes": [*state["notes"], note], "proposed": None}
 
 
-def route_after_refusal(
+async def route_after_refusal(
     state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]
 ) -> Literal["retry", "duplicates_exceeded"]:
     """More than ``max_duplicate_attempts`` refusals force the final answer."""

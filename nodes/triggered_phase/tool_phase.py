@@ -47,7 +47,7 @@ async def run_tool_phase(
     return update | close_phase(emitter, current, meta, "executed" if result.status == "ok" else "tool_error")
 
 
-def route_after_tool_phase(
+async def route_after_tool_phase(
     state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]
 ) -> Literal["within_budget", "cycles_spent"]:
     """Once the cycle budget is spent, the next phase answers with tools unbound."""

@@ -7,6 +7,7 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,7 +19,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import BaseModel, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from nodes.errors import ScriptError
 
@@ -29,6 +30,8 @@ ARGS_PIECE_CHARS = 6
 class ScriptToolCall(BaseModel):
     """One tool call a scripted turn makes."""
 
+    model_config = ConfigDict(frozen=True)
+
     name: str
     args: dict[str, Any] = Field(default_factory=dict)
 
@@ -36,12 +39,19 @@ class ScriptToolCall(BaseModel):
 class ScriptTurn(BaseModel):
     """What the model answers on one call."""
 
+    model_config = ConfigDict(frozen=True)
+
     content: str = ""
     tool_calls: list[ScriptToolCall] = Field(default_factory=list)
 
 
 class Script(BaseModel):
-    """A whole script: the turns in order and how to behave past the last one."""
+    """A whole script: the turns in order and how to behave past the last one.
+
+    Frozen: a loaded script is shared by every model made from its file.
+    """
+
+    model_config = ConfigDict(frozen=True)
 
     turns: list[ScriptTurn] = Field(min_length=1)
     repeat_last: bool = False
@@ -74,11 +84,14 @@ class StreamStats(BaseModel):
 def load_script(path: str | Path) -> Script:
     """Read and validate a JSON script, with errors that name the file (never the folders above it).
 
-    A server reports these errors to clients, who must not learn its file system.
+    A server reports these errors to clients, who must not learn its file system. A script is
+    parsed once per version of its file (a run asks for its model at every call): an edited
+    file, told by its modification time and size, is read again.
     """
     name = Path(path).name
     try:
-        return Script.model_validate_json(Path(path).read_text(encoding="utf-8"))
+        found = Path(path).stat()
+        return _parsed_script(str(path), found.st_mtime_ns, found.st_size)
     except OSError as exc:
         raise ScriptError(f"cannot read script {name}: {exc.strerror or type(exc).__name__}") from exc
     except ValidationError as exc:
@@ -86,6 +99,11 @@ def load_script(path: str | Path) -> Script:
             f"{'.'.join(str(p) for p in err['loc']) or 'script'}: {err['msg']}" for err in exc.errors()
         )
         raise ScriptError(f"script {name} is not a valid script: {problems}") from exc
+
+
+@lru_cache(maxsize=64)
+def _parsed_script(path: str, mtime_ns: int, size: int) -> Script:
+    return Script.model_validate_json(Path(path).read_text(encoding="utf-8"))
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -109,6 +127,10 @@ class ScriptedChatModel(BaseChatModel):
     @property
     def _llm_type(self) -> str:
         return "phasegraph-scripted"
+
+    def __repr_args__(self) -> list[tuple[str | None, Any]]:
+        """Name the script, not its whole content: LangChain puts this repr into every call's trace."""
+        return [("source", self.source), ("start_at", self.start_at)]
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
         """Name the model in traces (LangSmith and other tracers): ``scripted`` and the script's file.

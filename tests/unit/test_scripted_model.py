@@ -3,7 +3,7 @@ from contextlib import aclosing
 from pathlib import Path
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from nodes.errors import ConfigurationError, ScriptError
 from nodes.models import DEMO_SCRIPT, make_model
@@ -115,3 +115,24 @@ def test_demo_spec_is_the_bundled_script():
     assert isinstance(model, ScriptedChatModel)
     assert model.source == "script.json"  # named without the server's folders
     assert model.script == load_script(DEMO_SCRIPT)
+
+
+async def test_a_script_edited_on_disk_is_read_again(tmp_path: Path):
+    # scripts are parsed once per file version, so a run asking for its model at every call
+    # does not re-read the file; an edit must still be seen
+    spec = write_script(tmp_path, turn("before"))
+    assert (await make_model(spec).ainvoke("x")).content == "before"
+    write_script(tmp_path, turn("after the edit"))
+    assert (await make_model(spec).ainvoke("x")).content == "after the edit"
+
+
+def test_a_loaded_script_cannot_be_changed_by_one_of_its_users():
+    script = load_script(DEMO_SCRIPT)
+    with pytest.raises(ValidationError):
+        script.repeat_last = True  # type: ignore[misc]
+    assert load_script(DEMO_SCRIPT) is script  # shared, hence frozen
+
+
+def test_the_model_repr_names_its_script_not_its_content():
+    model = make_model("scripted:demo")
+    assert repr(model) == "ScriptedChatModel(source='script.json', start_at=0)"

@@ -76,6 +76,7 @@ class RunContext:
             make_model(self.model)  # fail now, before the run starts, on a bad spec or script
         if self.tool_registry is not None and not isinstance(self.tool_registry, ToolRegistry):
             raise ConfigurationError("tool_registry must be a tools.ToolRegistry")
+        self._registry: ToolRegistry | None = None  # chosen at the first call of registry()
 
     def _default_workspace(self) -> Path:
         """The bundled demo workspace goes with the bundled demo script; anything else reads here."""
@@ -88,12 +89,14 @@ class RunContext:
         return make_model(self.model, call_index=call_index)
 
     def registry(self) -> ToolRegistry:
-        """The tools this run may call."""
-        base = self.tool_registry if self.tool_registry is not None else default_registry()
-        try:
-            return base.select(self.tools or None)
-        except ValueError as exc:
-            raise ConfigurationError(str(exc)) from exc
+        """The tools this run may call (chosen once per run; every model and tool call asks)."""
+        if self._registry is None:
+            base = self.tool_registry if self.tool_registry is not None else default_registry()
+            try:
+                self._registry = base.select(self.tools or None)
+            except ValueError as exc:
+                raise ConfigurationError(str(exc)) from exc
+        return self._registry
 
     def tool_context(self) -> ToolContext:
         """What tools get to know about this run."""

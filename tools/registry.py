@@ -6,6 +6,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
@@ -17,6 +18,7 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[BaseTool] = ()) -> None:
         self._tools: dict[str, BaseTool] = {}
+        self._schemas: list[dict[str, Any]] | None = None
         for item in tools:
             self.register(item)
 
@@ -25,7 +27,14 @@ class ToolRegistry:
         if item.name in self._tools:
             raise ValueError(f"a tool named {item.name!r} is already registered")
         self._tools[item.name] = item
+        self._schemas = None
         return item
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """The tools in OpenAI's function format, for ``bind_tools`` (converted once per registry)."""
+        if self._schemas is None:
+            self._schemas = [convert_to_openai_tool(t) for t in self._tools.values()]
+        return list(self._schemas)
 
     def get(self, name: str) -> BaseTool | None:
         """Return the tool called ``name``, or ``None``."""

@@ -103,7 +103,7 @@ async def _answer(
         emitter.emit(BudgetExhaustedEvent, budget=spent.budget, limit=spent.limit, used=spent.used)
         prompt = f"{prompt}\n\n{context.budget_notice}"
     else:
-        model = cast(BaseChatModel, model.bind_tools(list(context.registry())))
+        model = cast(BaseChatModel, model.bind_tools(context.registry().schemas()))
     message = await _stream_text(
         model, [SystemMessage(prompt), *messages], emitter, context.max_tool_args_chars
     )

@@ -127,3 +127,18 @@ async def test_tool_errors_name_files_relative_to_the_workspace(workspace: Path)
     assert loud.status == "error" and loud.error == "RuntimeError: cannot index ."
     for result in (missing, loud):
         assert str(workspace) not in result.error and str(workspace.resolve()) not in result.error
+
+
+def test_registry_schemas_follow_registrations():
+    registry = default_registry()
+    assert [s["function"]["name"] for s in registry.schemas()] == ["list_files", "read_file", "search_files"]
+
+    @tool
+    def shout(text: str) -> str:
+        """Repeat loudly."""
+        return text.upper()
+
+    registry.register(shout)
+    assert [s["function"]["name"] for s in registry.schemas()][-1] == "shout"
+    # the injected context argument is never offered to the model
+    assert "context" not in registry.schemas()[0]["function"]["parameters"]["properties"]

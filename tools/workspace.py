@@ -25,30 +25,33 @@ def _path_tool(func: Callable[..., str]) -> BaseTool:
     return made
 
 
-def resolve_in_workspace(context: ToolContext, path: str) -> Path:
+def resolve_in_workspace(context: ToolContext, path: str, root: Path | None = None) -> Path:
     """Resolve ``path`` under the workspace root, refusing anything that escapes it.
 
-    Symlinks are resolved first, so a link pointing outside the root is refused too.
+    Symlinks are resolved first, so a link pointing outside the root is refused too. ``root``
+    is the resolved workspace root when the caller already has it.
     """
-    root = context.workspace.resolve()
+    root = root or context.workspace.resolve()
     target = (root / path.strip()).resolve()
     if target != root and root not in target.parents:
         raise WorkspaceEscapeError(f"path {path!r} is outside the workspace")
     return target
 
 
-def _relative(context: ToolContext, target: Path) -> str:
-    return target.relative_to(context.workspace.resolve()).as_posix() or "."
+def _relative(root: Path, target: Path) -> str:
+    return target.relative_to(root).as_posix() or "."
 
 
 @_path_tool
 def list_files(path: str = ".", *, context: Annotated[ToolContext, InjectedToolArg]) -> str:
     """List the files and folders directly inside a workspace folder (folders end with '/')."""
-    folder = resolve_in_workspace(context, path)
+    root = context.workspace.resolve()  # once per call: resolving walks every folder of the path
+    folder = resolve_in_workspace(context, path, root)
     if not folder.is_dir():
         raise ToolError(f"{path!r} is not a folder in the workspace")
-    entries = sorted(folder.iterdir(), key=lambda p: (not p.is_dir(), p.name))
-    lines = [_relative(context, e) + ("/" if e.is_dir() else "") for e in entries[:MAX_LISTED]]
+    kinds = {entry: entry.is_dir() for entry in folder.iterdir()}
+    entries = sorted(kinds, key=lambda p: (not kinds[p], p.name))
+    lines = [_relative(root, e) + ("/" if kinds[e] else "") for e in entries[:MAX_LISTED]]
     if len(entries) > MAX_LISTED:
         lines.append(f"... {len(entries) - MAX_LISTED} more")
     return "\n".join(lines) if lines else f"{path!r} is empty"
@@ -76,19 +79,19 @@ def search_files(
     """Find lines containing ``query`` (case-insensitive) in the text files under a workspace folder."""
     if not query.strip():
         raise ToolError("query must not be empty")
-    folder = resolve_in_workspace(context, path)
+    root = context.workspace.resolve()
+    folder = resolve_in_workspace(context, path, root)
     if not folder.is_dir():
         raise ToolError(f"{path!r} is not a folder in the workspace")
     needle = query.strip().lower()
     matches: list[str] = []
-    root = context.workspace.resolve()
     for file in sorted(p for p in folder.rglob("*") if p.is_file()):
         if root not in file.resolve().parents:
             continue  # a symlink leading out of the workspace is never read
         lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
         for number, line in enumerate(lines, start=1):
             if needle in line.lower():
-                matches.append(f"{_relative(context, file)}:{number}: {line.strip()}")
+                matches.append(f"{_relative(root, file)}:{number}: {line.strip()}")
                 if len(matches) >= MAX_MATCHES:
                     return "\n".join([*matches, f"... stopped after {MAX_MATCHES} matches"])
     return "\n".join(matches) if matches else f"no matches for {query!r}"

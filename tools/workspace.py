@@ -1,6 +1,8 @@
-"""Built-in workspace tools, confined to the run's workspace root."""
+"""Built-in workspace tools, confined to the run's workspace root.
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: LangChain reads a tool function's type hints at
+every call, and string annotations would be evaluated again each time.
+"""
 
 from collections.abc import Callable
 from pathlib import Path

@@ -52,18 +52,23 @@ class _Stamper:
     def __init__(self, context: RunContext, protocol: str, seq_start: int) -> None:
         self.context, self.protocol, self.seq = context, protocol, seq_start
 
-    def stamp(self, event: E) -> E:
+    def _envelope(self) -> dict[str, Any]:
+        """The next ``seq`` and the run's ids, under their wire names."""
         self.seq += 1
-        envelope = {
+        return {
             "seq": self.seq,
-            "request_id": self.context.request_id,
-            "project_id": self.context.project_id,
+            "requestId": self.context.request_id,
+            "projectId": self.context.project_id,
             "protocol": self.protocol,
         }
-        return redactor().model(event.model_copy(update=envelope))  # no configured secret leaves a run
+
+    def parse(self, payload: dict[str, Any]) -> Event:
+        """The event a node wrote (wire names), validated once with the envelope in place."""
+        event = parse_event({**payload, **self._envelope()})
+        return redactor().model(event)  # no configured secret leaves a run
 
     def make(self, event_type: type[E], **fields: Any) -> E:
-        return self.stamp(event_type(**fields))
+        return redactor().model(event_type.model_validate({**fields, **self._envelope()}))
 
 
 async def stream_graph(
@@ -99,7 +104,7 @@ async def stream_graph(
             if TRACE_KEY in custom:
                 store.append(redactor().model(TraceEntry.model_validate(custom[TRACE_KEY])))
             elif EVENT_KEY in custom:
-                event = stamper.stamp(parse_event(custom[EVENT_KEY]))
+                event = stamper.parse(custom[EVENT_KEY])
                 reported = isinstance(event, ErrorEvent)
                 yield event
     except Exception as exc:  # every failure reaches the client as one error event

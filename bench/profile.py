@@ -1,0 +1,42 @@
+"""Row 1's workload in a loop, to run under a profiler (README "Performance").
+
+``py-spy record -o profile.svg -- .venv/bin/python -m bench.profile`` or
+``.venv/bin/pyinstrument -m bench.profile --protocol unified``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+from pathlib import Path
+
+from bench.overhead import CYCLES, Turns, write_script
+from graphs.registry import PROTOCOLS
+from server.persistence import open_checkpointer
+
+
+async def loop(protocol: str, turns: int, checkpointer: str, workdir: Path) -> None:
+    """Run ``turns`` user turns of the five-cycle script on one compiled graph."""
+    spec = write_script(workdir)
+    extra = {"max_phase_cycles_per_turn": CYCLES} if protocol == "triggered_phase" else {}
+    saver_spec = f"sqlite:{workdir / 'profile.db'}" if checkpointer == "sqlite" else "memory"
+    async with open_checkpointer(saver_spec) as saver:
+        runner = Turns(protocol, saver if checkpointer != "none" else None, model=spec, **extra)
+        for _ in range(turns):
+            await runner.run(CYCLES)
+
+
+def main() -> None:
+    """Parse the options and run the loop."""
+    parser = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__)
+    parser.add_argument("--protocol", choices=sorted(PROTOCOLS), default="triggered_phase")
+    parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--checkpointer", choices=["none", "memory", "sqlite"], default="none")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="phasegraph-profile-") as workdir:
+        asyncio.run(loop(args.protocol, args.turns, args.checkpointer, Path(workdir)))
+
+
+if __name__ == "__main__":
+    main()

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # langgraph dev lives apart: its server's pins clash with the dev tools (see pyproject.toml).
 STUDIO_VENV := .venv-studio
 
-.PHONY: demo test lint studio clean
+.PHONY: demo test lint studio bench clean
 
 $(BIN)/phasegraph: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,10 @@ $(VENV)/.dev: $(BIN)/phasegraph
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	@touch $@
 
+$(VENV)/.bench: $(BIN)/phasegraph
+	$(BIN)/pip install --quiet -e '.[bench]'
+	@touch $@
+
 $(STUDIO_VENV)/bin/langgraph: pyproject.toml
 	$(PYTHON) -m venv $(STUDIO_VENV)
 	$(STUDIO_VENV)/bin/pip install --quiet --upgrade pip
@@ -27,7 +31,8 @@ $(STUDIO_VENV)/bin/langgraph: pyproject.toml
 demo: $(BIN)/phasegraph
 	$(BIN)/phasegraph run triggered_phase "Summarise the roadmap in the docs folder."
 
-test: $(VENV)/.dev $(STUDIO_VENV)/bin/langgraph
+# The suite runs `make bench QUICK=1` once (tests/test_bench.py), so it needs the bench extra too.
+test: $(VENV)/.dev $(VENV)/.bench $(STUDIO_VENV)/bin/langgraph
 	$(BIN)/pytest -q
 
 lint: $(VENV)/.dev
@@ -37,6 +42,11 @@ lint: $(VENV)/.dev
 
 studio: $(STUDIO_VENV)/bin/langgraph
 	$(STUDIO_VENV)/bin/langgraph dev
+
+# Every figure is a ratio against its anchor, measured in the same run (README "Performance").
+# QUICK=1: a small version in under two minutes.
+bench: $(VENV)/.bench $(STUDIO_VENV)/bin/langgraph
+	$(BIN)/python -m bench $(if $(QUICK),--quick)
 
 clean:
 	rm -rf $(VENV) $(STUDIO_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,337 @@
+"""Row 4: many concurrent streamed runs against ``phasegraph serve`` and against ``langgraph dev``.
+
+Both servers run the same ``triggered_phase`` graph on the same scripted model (10 text chunks 20 ms
+apart, no tool call), on loopback. Each load level starts a fresh server per side (a fresh sqlite file
+for phasegraph, a fresh in-memory ``langgraph dev``), so a level's peak RSS is its own, and warms it with
+one run that is not kept. Every level has a wall-clock cap per side: runs without a ``final`` event by then
+count as not completed and are cancelled (their connections closed), and the server is stopped whatever
+happened. Clients read each stream to its end, as a real client would (closing it at ``final`` makes
+``phasegraph serve`` pause the run mid-checkpoint), so an ``error`` after ``final`` fails the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx
+from langgraph_sdk.client import LangGraphClient
+
+from bench.harness import Figure, Row, Side
+from graphs.run import run
+from nodes.emit import EVENT_KEY
+from nodes.events import Event, parse_event
+from nodes.models import DEMO_WORKSPACE
+
+ROOT = Path(__file__).parents[1]
+PHASEGRAPH = Path(sys.executable).parent / "phasegraph"
+#: `make bench` builds this venv: langgraph-cli[inmem] cannot share one with the dev tools.
+LANGGRAPH = ROOT / ".venv-studio" / "bin" / "langgraph"
+JOBS_PER_WORKER = 500
+STUDIO = f"langgraph dev (inmem, --n-jobs-per-worker {JOBS_PER_WORKER})"
+PHASEGRAPH_SIDE = "phasegraph serve (sqlite)"
+#: Ten words: the scripted model streams each (with its space) as one chunk, then a closing chunk.
+ANSWER = "The roadmap has two milestones, in March and in June."
+MESSAGE = "Summarise the roadmap."
+START_SECONDS = 60
+OFFLINE = {
+    "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+    "LANGSMITH_TRACING": "false",
+    "LANGCHAIN_TRACING_V2": "false",
+    "LANGSMITH_API_KEY": "",
+}
+
+
+@dataclass
+class Record:
+    """What one client saw of its run (times in seconds from its request)."""
+
+    started: float = 0.0  # perf_counter at the request
+    first: float | None = None
+    latency: float | None = None  # until the ``final`` event
+    closed: float | None = None  # until the server closed the stream
+    seqs: list[int] = field(default_factory=list)  # of every event received (0 where the stream has none)
+    error: str = ""  # why the run failed, when it did
+
+    def saw(self, event: Event) -> None:
+        """Note one event; an ``error`` event fails the run, even after its ``final`` one."""
+        self.first = self.first or time.perf_counter() - self.started
+        self.seqs.append(event.seq)
+        if event.type == "final":
+            self.latency = time.perf_counter() - self.started
+        elif event.type == "error":
+            after = " after its final event" if self.latency is not None else ""
+            raise RuntimeError(f"error event{after}: {event.kind}: {event.message}")
+
+    @property
+    def completed(self) -> bool:
+        """A ``final`` event came, and no error."""
+        return self.latency is not None and not self.error
+
+
+#: One run streamed to its end; built per server from the client that talks to it.
+OneRun = Callable[[Record], Coroutine[Any, Any, None]]
+
+
+@dataclass
+class Load:
+    """One level on one side: the runs, how long the level took, the server's peak memory."""
+
+    records: list[Record]
+    seconds: float
+    rss_mib: float
+    log_errors: int  # lines of the server's log that report an error
+
+
+async def server_rows(quick: bool, workdir: Path) -> list[Row]:
+    """Row 4, one row per load level: both servers under ``N`` concurrent streamed runs.
+
+    Args:
+        quick: 10 and 50 runs with a 15 s cap per side, instead of 50, 200 and 500 with 60 s.
+        workdir: where the script, databases, configs and server logs go.
+
+    Returns:
+        One row per level, ``langgraph dev`` the anchor (when installed).
+    """
+    levels, cap = ((10, 50), 15.0) if quick else ((50, 200, 500), 60.0)
+    script = workdir / "server-load.json"
+    turns = [{"content": ANSWER}]
+    script.write_text(json.dumps({"turns": turns, "repeat_last": True, "chunk_delay_ms": 20}), "utf-8")
+    spec = f"scripted:{script}"
+    expected = len((await run("triggered_phase", MESSAGE, model=spec, workspace=str(DEMO_WORKSPACE))).events)
+    rows = []
+    for n in levels:
+        loads = {PHASEGRAPH_SIDE: await _phasegraph_load(n, cap, workdir, spec)}
+        if LANGGRAPH.exists():
+            loads[STUDIO] = await _studio_load(n, cap, workdir, spec)
+        rows.append(_row(n, cap, expected, loads))
+    return rows
+
+
+def _row(n: int, cap: float, expected: int, loads: dict[str, Load]) -> Row:
+    row = Row(
+        key="4",
+        title=f"Server under load, N={n}",
+        workload=f"{n} concurrent triggered_phase runs, each streamed to its own client; scripted model: "
+        f"10 text chunks 20 ms apart, no tool call (an ideal run takes 0.2 s, {expected} events); "
+        "phasegraph: httpx POST /api/runs/triggered_phase/stream (SSE); langgraph dev: langgraph-sdk "
+        "runs.stream(stream_mode='custom'), stateless runs (its in-memory queue polls for runs every "
+        "0.5-1 s); loopback, a fresh server per level and side, one warm-up run; each client reads its "
+        f"stream to the end; completed: a final event within {cap:.0f} s and no error event",
+        anchor=STUDIO if STUDIO in loads else PHASEGRAPH_SIDE,
+        headline="p50 latency",
+    )
+    notes = [] if STUDIO in loads else [f"{LANGGRAPH} is missing (`make studio` builds it): no anchor"]
+    for name, load in loads.items():
+        row.sides.append(Side(name, _figures(load, n, cap, expected, lost_by_seq=name == PHASEGRAPH_SIDE)))
+        if not any(r.completed for r in load.records):
+            notes.append(f"{name}: no run completed within {cap:.0f} s (latency shown as the cap)")
+        if load.log_errors:
+            notes.append(f"{name}: log lines reporting an error: {load.log_errors}")
+        if open_ := sum(r.completed and r.closed is None for r in load.records):
+            notes.append(f"{name}: {open_} streams still open at the cap after their final event")
+        if failed := [r.error for r in load.records if r.error]:
+            notes.append(f"{name}: {len(failed)} runs failed, the first with {failed[0][:200]}")
+    row.sides.sort(key=lambda side: side.name != row.anchor)
+    row.note = "; ".join(notes)
+    return row
+
+
+def _figures(load: Load, n: int, cap: float, expected: int, lost_by_seq: bool) -> dict[str, Figure]:
+    latencies = sorted(r.latency for r in load.records if r.latency is not None and r.completed)
+    firsts = [r.first for r in load.records if r.first is not None]
+    closed = [r.closed for r in load.records if r.closed is not None and r.completed]
+    if lost_by_seq:  # gaps in 1..last seq of every run
+        lost = sum(max(r.seqs) - len(set(r.seqs)) for r in load.records if r.seqs)
+    else:  # no seq on the custom stream: what a completed run missed of the events it should have had
+        lost = sum(max(0, expected - len(r.seqs)) for r in load.records if r.completed)
+    p99 = latencies[min(len(latencies) - 1, math.ceil(0.99 * len(latencies)) - 1)] if latencies else cap
+    return {
+        "p50 latency": Figure.of_samples(latencies, "s", 1.0) if latencies else Figure(cap, "s"),
+        "p99 latency": Figure(round(p99, 3), "s"),  # nearest rank
+        "first event p50": Figure.of_samples(firsts, "s", 1.0) if firsts else Figure(cap, "s"),
+        "stream closed p50": Figure.of_samples(closed, "s", 1.0) if closed else Figure(cap, "s"),
+        "completed": Figure(len(latencies)),
+        "attempted": Figure(n),
+        "failed": Figure(sum(bool(r.error) for r in load.records)),
+        "events lost": Figure(lost),
+        "runs/s": Figure(round(len(latencies) / load.seconds, 2)),  # until the last stream closed, or the cap
+        "peak RSS": Figure(round(load.rss_mib, 1), "MiB"),
+    }
+
+
+async def _phasegraph_load(n: int, cap: float, workdir: Path, spec: str) -> Load:
+    env = {
+        "PHASEGRAPH_CHECKPOINTER": f"sqlite:{workdir / f'server-load-{n}.db'}",
+        "PHASEGRAPH_MODEL": spec,
+        "PHASEGRAPH_WORKSPACE": str(DEMO_WORKSPACE),
+        "PHASEGRAPH_TWO_STAGE_ENABLED": "true",
+    }
+    command = [str(PHASEGRAPH), "serve", "--host", "127.0.0.1"]
+    log = workdir / f"phasegraph-{n}.log"
+    return await _load(n, cap, log, command, env, "/healthz", lambda client: partial(_phasegraph_run, client))
+
+
+async def _phasegraph_run(client: httpx.AsyncClient, record: Record) -> None:
+    body = {"message": MESSAGE}
+    async with client.stream("POST", "/api/runs/triggered_phase/stream", json=body) as response:
+        response.raise_for_status()
+        async for line in response.aiter_lines():
+            if line.startswith("data:"):  # event: and id: repeat it; comment lines are keep-alives
+                record.saw(parse_event(line.removeprefix("data:")))
+
+
+async def _studio_load(n: int, cap: float, workdir: Path, spec: str) -> Load:
+    command = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1"]
+    command += ["--n-jobs-per-worker", str(JOBS_PER_WORKER), "--config", str(_studio_config(workdir))]
+    context = {"model": spec, "workspace": str(DEMO_WORKSPACE)}
+    log = workdir / f"langgraph-dev-{n}.log"
+
+    def runs(client: httpx.AsyncClient) -> OneRun:
+        return partial(_studio_run, LangGraphClient(client), context)
+
+    return await _load(n, cap, log, command, OFFLINE, "/ok", runs)
+
+
+async def _studio_run(sdk: LangGraphClient, context: dict[str, str], record: Record) -> None:
+    graph_input: dict[str, Any] = {"messages": [{"role": "user", "content": MESSAGE}]}
+    parts = sdk.runs.stream(None, "triggered_phase", input=graph_input, context=context, stream_mode="custom")
+    async for part in parts:
+        if part.event == "error":
+            raise RuntimeError(f"langgraph dev: {part.data}")
+        if part.event != "custom" or EVENT_KEY not in part.data:
+            continue  # metadata, and trace entries (phasegraph_trace)
+        record.saw(parse_event(part.data[EVENT_KEY]))
+
+
+def _studio_config(workdir: Path) -> Path:
+    """The project's langgraph.json with absolute graph paths and no file persistence."""
+    config = json.loads((ROOT / "langgraph.json").read_text(encoding="utf-8"))
+    graphs = {name: str(ROOT / target.removeprefix("./")) for name, target in config["graphs"].items()}
+    path = workdir / "langgraph.json"
+    config |= {"graphs": graphs, "dependencies": [str(ROOT)], "disable_persistence": True}
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return path
+
+
+async def _load(
+    n: int,
+    cap: float,
+    log: Path,
+    command: list[str],
+    env: dict[str, str],
+    health: str,
+    runs: Callable[[httpx.AsyncClient], OneRun],
+) -> Load:
+    """Start the server, put the load on it, read its peak memory, stop it."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    async with _server([*command, "--port", str(port)], env, log, url + health) as process:
+        limits = httpx.Limits(max_connections=n + 8, max_keepalive_connections=n + 8)
+        async with httpx.AsyncClient(base_url=url, limits=limits, timeout=httpx.Timeout(cap)) as client:
+            records, seconds = await _drive(n, cap, runs(client))
+        return Load(records, seconds, _peak_rss_mib(process.pid), _errors_in(log))
+
+
+async def _drive(n: int, cap: float, one_run: OneRun) -> tuple[list[Record], float]:
+    """Start ``n`` runs at once (after one warm-up run); cancel what is unfinished after ``cap`` seconds.
+
+    Returns:
+        Every run's record, and the seconds until the last run ended (or the cap).
+    """
+    if n > 1:
+        await _drive(1, cap, one_run)  # warm-up, not kept: first imports, first connection
+    records = [Record() for _ in range(n)]
+    started = time.perf_counter()
+    tasks = [asyncio.create_task(_to_end(one_run, record)) for record in records]
+    done, pending = await asyncio.wait(tasks, timeout=cap)
+    seconds = time.perf_counter() - started
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    for task, record in zip(tasks, records, strict=True):
+        if task in done and (exc := task.exception()) is not None:
+            record.error = f"{type(exc).__name__}: {exc}"
+    return records, seconds
+
+
+async def _to_end(one_run: OneRun, record: Record) -> None:
+    record.started = time.perf_counter()
+    await one_run(record)
+    record.closed = time.perf_counter() - record.started
+    if record.latency is None:
+        raise RuntimeError("the stream ended without a final event")
+
+
+@asynccontextmanager
+async def _server(
+    command: list[str], env: dict[str, str], log: Path, health: str
+) -> AsyncIterator[subprocess.Popen[bytes]]:
+    """Start a server in ``log``'s folder, wait until ``health`` answers 200; always stop it."""
+    with log.open("ab") as out:
+        process = subprocess.Popen(command, cwd=log.parent, env={**os.environ, **env}, stdout=out, stderr=out)
+    try:
+        await _wait_until_up(process, health, log)
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
+async def _wait_until_up(process: subprocess.Popen[bytes], health: str, log: Path) -> None:
+    deadline = time.monotonic() + START_SECONDS
+    async with httpx.AsyncClient(timeout=1) as client:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"server of {log.name} exited early:\n{log.read_text()[-2000:]}")
+            try:
+                if (await client.get(health)).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass  # not listening yet
+            await asyncio.sleep(0.1)
+    raise RuntimeError(f"server of {log.name} not up in {START_SECONDS} s:\n{log.read_text()[-2000:]}")
+
+
+def _peak_rss_mib(pid: int) -> float:
+    """VmHWM of the process and of every descendant still alive, summed, in MiB."""
+    total_kib, todo = 0, [pid]
+    while todo:
+        proc = Path(f"/proc/{todo.pop()}")
+        for path in [proc / "status", *proc.glob("task/*/children")]:
+            try:  # a thread or a child may end while we read
+                text = path.read_text()
+            except OSError:
+                continue
+            if path.name == "children":
+                todo += [int(child) for child in text.split()]
+            elif peak := [line for line in text.splitlines() if line.startswith("VmHWM:")]:
+                total_kib += int(peak[0].split()[1])
+    return total_kib / 1024
+
+
+def _errors_in(log: Path) -> int:
+    lines = log.read_text(errors="replace").splitlines()
+    return sum(1 for line in lines if "ERROR" in line or "Traceback" in line)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -1,0 +1,37 @@
+"""`make bench QUICK=1` runs once in the suite, so the harness cannot rot (no timing is asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+#: QUICK is meant to finish in under two minutes; this only bounds a hang.
+LIMIT_SECONDS = 600
+
+
+def test_quick_bench_measures_every_row_and_writes_its_results(tmp_path: Path):
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=LIMIT_SECONDS,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    results = json.loads((tmp_path / "latest.json").read_text(encoding="utf-8"))
+    rows = results["rows"]
+    assert {r["key"] for r in rows} >= {"1", "2", "3a", "3b", "3c", "3d", "3e", "4", "5", "6"}
+    for row in rows:
+        if row["note"] == "not landed yet" or not row["sides"]:
+            continue
+        # every measured row names its workload and has a ratio for each side against its anchor
+        assert row["workload"], row["title"]
+        assert row["anchor"] in [s["name"] for s in row["sides"]], row["title"]
+        assert all(r is not None for r in row["ratios"].values()), row
+    assert results["machine"]["versions"]["langgraph"]
+    assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| row | side | headline | x anchor |" in done.stdout

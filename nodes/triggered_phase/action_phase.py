@@ -69,7 +69,9 @@ async def run_final_phase(
     return update | close_phase(emitter, merged(current, update), phase_meta(current), "final")
 
 
-async def route_after_action_phase(state: TriggeredPhaseState) -> Literal["new_call", "duplicate", "answered"]:
+async def route_after_action_phase(
+    state: TriggeredPhaseState,
+) -> Literal["new_call", "duplicate", "answered"]:
     """A new call goes to a tool phase, a duplicate to refusal, plain text finishes the turn."""
     proposed = state["proposed"]
     if proposed is None:

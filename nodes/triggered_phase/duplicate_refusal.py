@@ -15,7 +15,9 @@ from nodes.triggered_phase.prompts import DUPLICATE_REFUSAL_NOTE
 from nodes.triggered_phase.state import TriggeredPhaseState, phase_meta
 
 
-async def refuse_duplicate(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]) -> dict[str, Any]:
+async def refuse_duplicate(
+    state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]
+) -> dict[str, Any]:
     """Emit ``duplicate_tool_call`` and inject a system refusal notice; nothing is executed."""
     context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
     call = state["proposed"]

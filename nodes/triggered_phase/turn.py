@@ -43,7 +43,9 @@ async def start_turn(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhase
     }
 
 
-async def complete_turn(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]) -> dict[str, Any]:
+async def complete_turn(
+    state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]
+) -> dict[str, Any]:
     """Emit the ``final`` event; an empty answer becomes a deterministic summary of the results."""
     answer = (state["answer"] or state["draft"]).strip()
     fallback = not answer

@@ -37,7 +37,7 @@ def _bars(axis: plt.Axes, rows: list[Row], label: str, group_of: object) -> None
     sides = list(dict.fromkeys(s.name for r in rows for s in r.sides))
     width = 0.8 / len(sides)
     for offset, side in enumerate(sides):
-        xs, heights, lows, highs = [], [], [], []
+        xs, heights, lows, highs, ratios = [], [], [], [], []
         for position, row in enumerate(rows):
             if not _has(row, side):
                 continue
@@ -47,8 +47,8 @@ def _bars(axis: plt.Axes, rows: list[Row], label: str, group_of: object) -> None
             heights.append(figure.value)
             lows.append(figure.value - (figure.low if figure.low is not None else figure.value))
             highs.append((figure.high if figure.high is not None else figure.value) - figure.value)
+            ratios.append(_ratio_label(row, side))
         bars = axis.bar(xs, heights, width, yerr=[lows, highs], capsize=2, label=side)
-        ratios = [_ratio_label(row, side) for row in rows if _has(row, side)]
         axis.bar_label(bars, labels=ratios, fontsize=7, padding=2)
     axis.set_xticks([p + 0.4 - width / 2 for p in range(len(rows))])
     axis.set_xticklabels([group_of(r) for r in rows])  # type: ignore[operator]

@@ -70,23 +70,26 @@ class Row:
 
     def ratio(self, side: Side) -> float | None:
         """``side``'s headline figure over the anchor's (``None`` when either is not a number)."""
-        mine = side.figures.get(self.headline)
-        anchor = self.side(self.anchor).figures.get(self.headline)
+        mine = _number(side.figures.get(self.headline))
+        anchor = _number(self.side(self.anchor).figures.get(self.headline))
         if mine is None or anchor is None:
             return None
-        if isinstance(mine.value, bool) or not isinstance(mine.value, int | float):
-            return None
-        if isinstance(anchor.value, bool) or not isinstance(anchor.value, int | float):
-            return None
-        if anchor.value == 0:
-            return None if mine.value else 1.0
-        return float(mine.value) / float(anchor.value)
+        if anchor == 0:
+            return None if mine else 1.0
+        return mine / anchor
 
     def to_dict(self) -> dict[str, Any]:
         """Every figure of both sides, with the ratios, for ``latest.json``."""
         data = asdict(self)
         data["ratios"] = {s.name: self.ratio(s) for s in self.sides}
         return data
+
+
+def _number(figure: Figure | None) -> float | None:
+    """The figure's value when it is a number (a yes/no or a text is not)."""
+    if figure is None or isinstance(figure.value, bool) or not isinstance(figure.value, int | float):
+        return None
+    return float(figure.value)
 
 
 def not_landed(key: str, protocol: str, workload: str) -> Row:

@@ -14,7 +14,7 @@ from typing import Any, TypeVar, cast
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Checkpointer
+from langgraph.types import Checkpointer, Durability
 
 from graphs.registry import ProtocolSpec, get_protocol
 from nodes.context import RunContext
@@ -80,6 +80,7 @@ async def stream_graph(
     *,
     traces: TraceStore | None = None,
     seq_start: int = 0,
+    durability: Durability | None = None,
 ) -> AsyncIterator[Event]:
     """Run ``graph`` and yield the typed events its nodes emit; a failure ends with an ``error`` event.
 
@@ -94,12 +95,15 @@ async def stream_graph(
         config: LangGraph config (``thread_id`` when checkpointing).
         traces: Where trace entries go (the process default when omitted).
         seq_start: Last ``seq`` already sent for this request, so a resumed run continues it.
+        durability: When checkpoints are saved (LangGraph's ``durability``; its default when omitted).
     """
     store = traces or DEFAULT_TRACES
     stamper = _Stamper(context, spec.id, seq_start)
     reported = False  # the graph already emitted the error event of the failure it raises
     try:
-        async for chunk in graph.astream(graph_input, config, context=context, stream_mode="custom"):
+        async for chunk in graph.astream(
+            graph_input, config, context=context, stream_mode="custom", durability=durability
+        ):
             custom = cast(dict[str, Any], chunk)
             if TRACE_KEY in custom:
                 store.append(redactor().model(TraceEntry.model_validate(custom[TRACE_KEY])))

@@ -94,6 +94,14 @@ class ServerSettings(BaseSettings):
         description="A running request whose driver wrote no heartbeat for this long is taken over "
         "(sooner when its process is known to be gone).",
     )
+    durability: Literal["async", "sync", "exit"] = Field(
+        default="async",
+        description="When a run's checkpoints are saved (LangGraph's durability). async: after every step, "
+        "written while the next step runs; sync: after every step, before the next starts; exit: only at "
+        "pause points (right after each tool execution) and at the end, so the checkpoint timeline, forks "
+        "and resume-from-phase see only those. In every mode a tool's results are saved before anything "
+        "after it runs, so a crash never repeats a finished tool; it may repeat the model calls in flight.",
+    )
     api_tokens: SecretStr | None = Field(
         default=None, description='Bearer tokens and their projects: "tokenA:projX,projY;tokenB:*".'
     )

@@ -1,6 +1,5 @@
 """FastAPI app: streaming routes for every protocol, request control, traces and checkpoints."""
 
-import asyncio
 import contextlib
 import json
 import re
@@ -149,13 +148,11 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
             await store.setup()
             manager = RunManager(settings, store, saver)
             app.state.manager = manager
-            await manager.recover_orphans()  # runs a dead predecessor left behind, before any client asks
-            watcher = asyncio.create_task(manager.watch())
+            await manager.open()
             try:
                 yield
             finally:
-                watcher.cancel()
-                await manager.shutdown()
+                await manager.close()
                 await store.close()
 
     # FastAPI refuses a larger body with 413 while it streams in, before anything parses it.
@@ -256,7 +253,7 @@ async def _stream(
     """Follow a request as SSE; a dropped connection pauses the run unless told to continue."""
     finished = False
     try:
-        async for event in manager.follow(record.request_key, after):
+        async for event in manager.follow(record, after):
             yield to_sse(event)
         finished = True
     finally:

@@ -1,7 +1,10 @@
-"""Run manager: starts, drives, pauses, resumes and cancels runs; every event lands in the store first.
+"""Run manager: starts, drives, pauses, resumes and cancels runs; every event is committed before it is shown.
 
-Clients follow a request by reading its event log (replay) and waiting for more (live), so any
-replica on the same database can serve any request's stream.
+Drivers queue their runs' events on the batched event log (``server.eventlog``), which hands each
+committed batch to this replica's followers in memory (``server.live``). Followers on other replicas
+read the store when Postgres notifies them (``server.wakeups``), so any replica can serve any
+request's stream, and a client reconnecting with ``Last-Event-ID`` replays the store and then joins
+the live queue with no gap and no repeat.
 """
 
 from __future__ import annotations
@@ -25,11 +28,15 @@ from nodes.context import RunContext
 from nodes.errors import ConfigurationError, ConflictError, NotFoundError
 from nodes.events import Cancelled, ErrorEvent, Event, EventBase, Final, Paused, Resumed
 from nodes.models import public_spec
+from nodes.redact import redactor
 from nodes.settings import ServerSettings
 from nodes.trace import TraceEntry
 from server.checkpoints import end_of_phase, require_next, snapshot_at, thread_config
+from server.eventlog import EventLog, Superseded
+from server.live import LiveHub, Subscription
 from server.recovery import is_orphaned, new_owner_id, replaced_from
-from server.store import RequestRecord, RequestStore, scoped_key
+from server.store import RequestRecord, RequestStore, Status, scoped_key
+from server.wakeups import Wakeups
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +46,12 @@ CANNOT_CONTINUE = (
     "send the message again"
 )
 
-#: How often followers and the watcher look at the database for other replicas' changes.
-POLL_SECONDS = 0.2
+#: How often the watcher heartbeats local runs, applies stored control flags and looks for orphans.
+WATCH_SECONDS = 1.0
+#: How often a follower reads the store when nothing can wake it (no listening connection to Postgres).
+SLOW_POLL_SECONDS = 1.0
+#: Events after which a follower's stream ends: the run stopped (a resume is a new stream).
+STOPS = (Final, ErrorEvent, Cancelled, Paused)
 #: Why a local run stops when another replica has taken it over (it adds nothing more).
 SUPERSEDED = "superseded"
 
@@ -70,10 +81,37 @@ class RunManager:
     ) -> None:
         self.settings, self.store, self.checkpointer = settings, store, checkpointer
         self.owner = new_owner_id()
+        self.hub = LiveHub()
+        self.log = EventLog(store, self.hub, self.owner)
+        self.wakeups: Wakeups | None = None
         self._graphs: dict[str, CompiledStateGraph[Any, Any, Any, Any]] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._wakeups: dict[str, asyncio.Event] = {}
-        self._pause_reasons: dict[str, str] = {}
+        self._pauses: dict[str, str] = {}  # request key -> why its run should pause at its next point
+        self._stops: dict[str, str] = {}  # request key -> why its task was cancelled (not a cancel)
+        self._queued: dict[str, int] = {}  # request key -> seq of the last event its driver queued
+        self._ending: set[str] = set()  # request keys whose driver queued the event that ends the run
+        self._fresh: dict[str, Subscription] = {}  # new runs' subscriptions, until their stream takes them
+        self._watcher: asyncio.Task[None] | None = None
+
+    async def open(self) -> None:
+        """Start the event log, the Postgres listener, recovery of dead replicas' runs and the watcher."""
+        self.log.start()
+        if self.store.engine.dialect.name == "postgresql":
+            self.wakeups = Wakeups(self.settings.checkpointer, self.owner, self.hub.poke, self.on_control,
+                                   self.hub.poke_all)  # fmt: skip
+            self.wakeups.start()
+        await self.recover_orphans()  # runs a dead predecessor left behind, before any client asks
+        self._watcher = asyncio.create_task(self.watch(), name="run-watcher")
+
+    async def close(self) -> None:
+        """Pause local runs at their last checkpoint (they stay resumable), commit the log, stop."""
+        if self._watcher is not None:
+            self._watcher.cancel()
+            await asyncio.gather(self._watcher, return_exceptions=True)
+        await self.shutdown()
+        await self.log.close()
+        if self.wakeups is not None:
+            await self.wakeups.close()
 
     def graph(self, spec: ProtocolSpec) -> CompiledStateGraph[Any, Any, Any, Any]:
         """The protocol's graph with the shared checkpointer, stopping at its pause points."""
@@ -98,15 +136,20 @@ class RunManager:
             raise ConfigurationError("the message is empty: say what the agent should do")
         chosen = self._allowed_model(model)
         request_id = request_id or uuid4().hex
-        if await self.store.get(scoped_key(project_id, request_id)) is not None:
-            raise ConflictError(f"request {request_id!r} already exists; resume it or use a new requestId")
         thread_id = thread_id or request_id
-        thread_key = await self._thread_key(thread_id, spec.id, project_id)
+        taken, first = await self.store.before_start(
+            scoped_key(project_id, request_id), project_id, thread_id
+        )
+        if taken:
+            raise ConflictError(f"request {request_id!r} already exists; resume it or use a new requestId")
+        thread_key = await self._thread_key(first, thread_id, spec.id, project_id)
         settings = {"model": chosen, "project_id": project_id, "show_tool_outputs": show_tool_outputs}
         record = self._new_record(request_id, project_id, spec.id, thread_id, thread_key, settings)
         self.context_for(record)  # a bad model spec fails here, before anything is stored
         await self.store.create(record)
         graph_input = {"messages": [HumanMessage(message)]}
+        # Subscribed before the run starts, so its stream needs no first read of the store.
+        self._fresh[record.request_key] = self.hub.subscribe(record.request_key)
         self._launch(record, graph_input, thread_config(record.thread_key))
         return record
 
@@ -133,13 +176,14 @@ class RunManager:
             settings=settings, owner=self.owner, heartbeat_at=time.time(),
         )  # fmt: skip
 
-    async def _thread_key(self, thread_id: str, protocol: str, project_id: str) -> str:
+    async def _thread_key(
+        self, first: RequestRecord | None, thread_id: str, protocol: str, project_id: str
+    ) -> str:
         """The LangGraph thread of a project's thread id: a new one, or an existing thread it may join.
 
         A new turn may join a thread only of its own protocol, and not while it runs. Threads are
         per project: another project's thread of the same id is a different thread.
         """
-        first = await self.store.for_thread(project_id, thread_id)
         if first is None:
             return scoped_key(project_id, thread_id)
         if first.protocol != protocol:
@@ -179,9 +223,10 @@ class RunManager:
         replaces = None if fork else replaced_from(events, snapshot.metadata.get("step"))
         checkpoint_id = snapshot.config["configurable"]["checkpoint_id"]
         reason = "crashed" if crashed or replaces is not None else "requested"
-        resumed = await self._emit(record, Resumed, snapshot.values, checkpoint_id=checkpoint_id,
-                                   from_phase_index=phase_index, fork=fork, replaces_from_seq=replaces,
-                                   reason=reason)  # fmt: skip
+        last_seq = events[-1].seq if events else 0
+        resumed = await self._emit(record, Resumed, snapshot.values, seq=last_seq + 1,
+                                   checkpoint_id=checkpoint_id, from_phase_index=phase_index, fork=fork,
+                                   replaces_from_seq=replaces, reason=reason)  # fmt: skip
         config = thread_config(record.thread_key, checkpoint_id if fork else None)
         self._launch(record.model_copy(update={"last_seq": resumed.seq}), None, config)
 
@@ -192,32 +237,31 @@ class RunManager:
         (``resumed`` naming the events it replaces). A run that had in fact ended gets its
         status; one that cannot go on from its checkpoint ends with an ``error``.
         """
+        await self.log.barrier()  # a local driver's queued writes are settled before the owner changes
         if not await self.store.take_over(record, self.owner):
             return False
         record = await self._current(record)
         logger.warning("request %s: its server stopped mid-run; this replica will %s it",
                        record.request_id, action)  # fmt: skip
-        try:
-            events = await self.store.events_after(record.request_key, max(record.last_seq - 1, 0))
-            if events and (ended := _status_after(events[-1])):  # only the status was not written
-                await self.store.update(record.request_key, status=ended, pause_requested=False)
-                return True
-            snapshot = await self.graph(get_protocol(record.protocol)).aget_state(
-                thread_config(record.thread_key)
-            )
-            if not snapshot.next:
-                await self._stop(record, "failed", ErrorEvent, kind="crashed", message=CANNOT_CONTINUE)
-            elif action == "pause":
-                await self._stop(record, "paused", Paused, reason="crashed")
-            else:
-                await self._restart(record, snapshot)
-        finally:
-            self._wake(record.request_key)
+        events = await self.store.events_after(record.request_key, max(record.last_seq - 1, 0))
+        if events and (ended := _status_after(events[-1])):  # only the status was not written
+            await self.log.write(record.request_key, [], status=ended)
+            return True
+        snapshot = await self.graph(get_protocol(record.protocol)).aget_state(
+            thread_config(record.thread_key)
+        )
+        if not snapshot.next:
+            await self._stop(record, "failed", ErrorEvent, kind="crashed", message=CANNOT_CONTINUE)
+        elif action == "pause":
+            await self._stop(record, "paused", Paused, reason="crashed")
+        else:
+            await self._restart(record, snapshot)
         return True
 
     async def recover_orphans(self) -> None:
         """Take over every run whose driver died (at start-up, then from the watcher)."""
-        for record in await self.store.running():
+        stale_before = time.time() - self.settings.orphan_after_seconds
+        for record in await self.store.maybe_orphaned(self.owner, stale_before):
             if record.request_key in self._tasks:
                 continue
             # Ours with no task left (its driver failed) counts once its heartbeat is stale.
@@ -251,7 +295,9 @@ class RunManager:
             origin.settings,
         )
         await self.store.create(record)
-        resumed = await self._emit(record, Resumed, snapshot.values, checkpoint_id=checkpoint_id, fork=True)
+        resumed = await self._emit(
+            record, Resumed, snapshot.values, seq=1, checkpoint_id=checkpoint_id, fork=True
+        )
         config = thread_config(origin.thread_key, checkpoint_id)
         self._launch(record.model_copy(update={"last_seq": resumed.seq}), None, config)
         return record
@@ -260,12 +306,13 @@ class RunManager:
         """Ask a running request to stop at its next pause point."""
         if record.status != "running":
             raise ConflictError(f"request {record.request_id!r} is {record.status}, not running")
-        if self._orphaned(record):  # nobody drives it: pause it here and now
+        if record.request_key in self._tasks:  # driven here: the driver looks at its next pause point
+            self._pauses.setdefault(record.request_key, reason)
+        elif self._orphaned(record):  # nobody drives it: pause it here and now
             if not await self.take_over(record, "pause"):
                 raise ConflictError(f"request {record.request_id!r} changed state meanwhile; try again")
-            return
-        self._pause_reasons[record.request_key] = reason
-        await self.store.update(record.request_key, pause_requested=True)
+        else:  # another replica drives it: it hears at once (Postgres) or at its next watch round
+            await self.store.request_control(record.request_key, pause_requested=True)
 
     async def cancel(self, record: RequestRecord) -> None:
         """Cancel a request for good: its stream ends with ``cancelled`` and it cannot be resumed."""
@@ -279,54 +326,89 @@ class RunManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         elif record.status == "running" and not self._orphaned(record):
-            await self.store.update(record.request_key, cancel_requested=True)  # its driver stops it
+            await self.store.request_control(record.request_key, cancel_requested=True)  # its driver stops it
         else:  # paused, finished or orphaned: nobody else will say it
-            await self.store.update(record.request_key, status="cancelled")
-            await self._emit(record, Cancelled, await self._values(record))
+            await self._emit(record, Cancelled, await self._values(record), status="cancelled", guarded=False)
 
-    async def follow(self, request_key: str, after_seq: int = 0) -> AsyncIterator[Event]:
-        """Every event after ``after_seq``: the stored ones, then live ones while the run goes on."""
-        wakeup = self._wakeups.setdefault(request_key, asyncio.Event())
+    async def on_control(self, request_key: str) -> None:
+        """Another replica stored a pause or cancel request: apply it if the run is driven here."""
+        if request_key in self._tasks and (record := await self.store.get(request_key)) is not None:
+            self._apply_control(record)
+
+    def _apply_control(self, record: RequestRecord) -> None:
+        task = self._tasks.get(record.request_key)
+        if task is None:
+            return
+        if record.status == "cancelled" or record.cancel_requested:
+            task.cancel()
+        elif record.owner != self.owner:  # another replica took the run over (this one looked dead)
+            self._stops[record.request_key] = SUPERSEDED
+            task.cancel()
+        elif record.pause_requested:
+            self._pauses.setdefault(record.request_key, "requested")
+
+    async def follow(self, record: RequestRecord, after_seq: int = 0) -> AsyncIterator[Event]:
+        """Every event after ``after_seq``: the stored ones, then live ones until the run stops.
+
+        The subscription starts before the store is read, so an event committed meanwhile is in
+        one or the other (or both: ``seq`` drops the repeat). A follower dropped for reading too
+        slowly, or woken by another replica's commit, reads the store from where it was.
+        """
+        key = record.request_key
+        fresh = self._fresh.pop(key, None) if after_seq == 0 else None
+        subscription = fresh or self.hub.subscribe(key)
         try:
+            from_store, first = fresh is None, True
             while True:
-                wakeup.clear()  # before reading, so an event stored meanwhile wakes the wait below
-                record = await self.store.get(request_key)
-                if record is None:
-                    raise NotFoundError("the request does not exist any more")
-                for event in await self.store.events_after(request_key, after_seq):
+                if subscription.dropped:
+                    self.hub.unsubscribe(key, subscription)
+                    subscription = self.hub.subscribe(key)
+                    from_store = True
+                if from_store or subscription.stale:
+                    subscription.stale = False
+                    events = await self.store.events_after(key, after_seq)
+                else:
+                    events = subscription.take()
+                from_store = False
+                for event in events:
+                    if event.seq <= after_seq:
+                        continue  # replayed already
+                    if event.seq > after_seq + 1:  # committed before this subscription: in the store
+                        from_store = True
+                        break
                     after_seq = event.seq
                     yield event
-                if record.status != "running":  # an orphan ends too, once a replica took it over
-                    return
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wakeup.wait(), POLL_SECONDS)
+                    if isinstance(event, STOPS) and event is events[-1]:
+                        return  # the run stopped (a stop followed by more was paused, then resumed)
+                if first and not events and record.status != "running":
+                    return  # nothing after ``after_seq`` and nothing more to come
+                first = False
+                if not from_store:
+                    await subscription.wait(self._poll_interval(key))
         finally:
-            if request_key not in self._tasks:
-                self._wakeups.pop(request_key, None)
+            self.hub.unsubscribe(key, subscription)
+
+    def _poll_interval(self, request_key: str) -> float | None:
+        """How long a follower may wait without reading the store (``None``: until woken)."""
+        if request_key in self._tasks or (self.wakeups is not None and self.wakeups.listening):
+            return None
+        return SLOW_POLL_SECONDS
 
     async def watch(self) -> None:
-        """Heartbeat this process's runs and apply pause/cancel requests other replicas stored."""
+        """Heartbeat this process's runs, apply stored control flags, take over dead replicas' runs."""
         while True:
             try:
                 await self.recover_orphans()
-                for request_key, task in list(self._tasks.items()):
-                    record = await self.store.get(request_key)
-                    if record is not None and (record.status == "cancelled" or record.cancel_requested):
-                        task.cancel()
-                    elif record is not None and record.owner != self.owner:
-                        # Another replica took the run over (this one looked dead): it drives now.
-                        self._pause_reasons[request_key] = SUPERSEDED
-                        task.cancel()
-                    elif record is not None:
-                        await self.store.update(request_key, heartbeat_at=time.time())
+                for record in await self.store.heartbeat(list(self._tasks), self.owner):
+                    self._apply_control(record)
             except Exception:  # a database hiccup must not end the watcher; the next round retries
                 logger.exception("run watcher round failed")
-            await asyncio.sleep(POLL_SECONDS)
+            await asyncio.sleep(WATCH_SECONDS)
 
     async def shutdown(self) -> None:
         """Stop local runs at their last checkpoint; they stay resumable."""
-        for request_id, task in list(self._tasks.items()):
-            self._pause_reasons[request_id] = "shutdown"
+        for request_key, task in list(self._tasks.items()):
+            self._stops[request_key] = "shutdown"
             task.cancel()
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)
 
@@ -335,88 +417,122 @@ class RunManager:
         self._tasks[record.request_key] = task
 
     async def _drive(self, record: RequestRecord, graph_input: Any, config: RunnableConfig) -> None:
-        spec = get_protocol(record.protocol)
-        graph, context, traces = self.graph(spec), self.context_for(record), _Buffer()
-        seq, ended = record.last_seq, ""
+        key, seq = record.request_key, record.last_seq  # seq: the last event queued on the log
         try:
-            while True:
-                # Read each segment to its end, so the graph saves its last checkpoint.
-                async for event in stream_graph(
-                    spec, graph, graph_input, context, config, traces=traces, seq_start=seq
-                ):
-                    await self._store_event(record.request_key, event, traces.drain())
-                    seq = event.seq
-                    if isinstance(event, Final | ErrorEvent):
-                        ended = "completed" if isinstance(event, Final) else "failed"
-                await self.store.append_traces(record.request_key, traces.drain())
-                if ended:
-                    await self.store.update(record.request_key, status=ended)
-                    return
-                current = await self.store.get(record.request_key)
-                if current is not None and current.pause_requested:
-                    reason = self._pause_reasons.pop(record.request_key, "requested")
-                    await self._stop(
-                        record.model_copy(update={"last_seq": seq}), "paused", Paused, reason=reason
-                    )
-                    return
-                graph_input, config = None, thread_config(record.thread_key)  # past the pause point
+            seq = await self._segments(record, graph_input, config)
         except asyncio.CancelledError:
-            reason = self._pause_reasons.pop(record.request_key, "")
-            if reason != SUPERSEDED:
-                await self.store.append_traces(record.request_key, traces.drain())
-            done = record.model_copy(update={"last_seq": seq})
-            if reason == SUPERSEDED:
+            reason = self._stops.pop(key, "")
+            done = record.model_copy(update={"last_seq": self._queued.get(key, seq)})
+            if key in self._ending:
+                pass  # its last event is queued already (final, error, paused): that is how it ends
+            elif reason == SUPERSEDED:
                 logger.warning("request %s: another replica took it over; stopped here", record.request_id)
             elif reason == "shutdown":
                 await self._stop(done, "paused", Paused, reason="shutdown")
             else:
                 await self._stop(done, "cancelled", Cancelled)
+        except Superseded:
+            logger.warning("request %s: another replica took it over; stopped here", record.request_id)
         except Exception:  # the store or the server failed, not the graph: end the run visibly
             logger.exception("request %s: its driver failed", record.request_id)
             with contextlib.suppress(Exception):  # the store may be what failed; recovery retries
-                done = record.model_copy(update={"last_seq": seq})
+                done = record.model_copy(update={"last_seq": self._queued.get(key, seq)})
                 await self._stop(done, "failed", ErrorEvent, kind="internal", message=DRIVER_FAILED)
         finally:
-            self._tasks.pop(record.request_key, None)
-            self._wake(record.request_key)
+            self._tasks.pop(key, None)
+            self._pauses.pop(key, None)
+            self._stops.pop(key, None)
+            self._queued.pop(key, None)
+            self._ending.discard(key)
+            if (unfollowed := self._fresh.pop(key, None)) is not None:
+                self.hub.unsubscribe(key, unfollowed)
+            self.hub.poke(key)  # followers look at the store: the run may have stopped without a word
+
+    async def _segments(self, record: RequestRecord, graph_input: Any, config: RunnableConfig) -> int:
+        """Run the graph segment by segment (pause points between); return the last seq written.
+
+        Events are queued on the log as they come and shown once committed; the terminal event is
+        held until the graph has saved its last checkpoint, then committed with the final status.
+        """
+        spec, key = get_protocol(record.protocol), record.request_key
+        graph, context, traces = self.graph(spec), self.context_for(record), _Buffer()
+        self._queued[key] = record.last_seq
+        written: asyncio.Future[None] | None = None
+        while True:
+            held: list[Event] = []  # the terminal event and anything after it
+            async for event in stream_graph(spec, graph, graph_input, context, config, traces=traces,
+                                            seq_start=self._queued[key],
+                                            durability=self.settings.durability):  # fmt: skip
+                if held or isinstance(event, Final | ErrorEvent):
+                    held.append(event)
+                    continue
+                if written is not None and written.done():
+                    written.result()  # a failed write (superseded, database down) stops the run here
+                written = await self.log.append(key, [event], traces.drain())
+                self._queued[key] = event.seq
+            if held:
+                ended: Status = "completed" if any(isinstance(e, Final) for e in held) else "failed"
+                written = await self.log.append(key, held, traces.drain(), status=ended)
+                self._queued[key] = held[-1].seq
+                self._ending.add(key)
+                await asyncio.shield(written)
+                return held[-1].seq
+            if (reason := self._pauses.pop(key, None)) is not None:
+                done = record.model_copy(update={"last_seq": self._queued[key]})
+                await self._stop(done, "paused", Paused, reason=reason, traces=traces.drain())
+                return done.last_seq + 1
+            graph_input, config = None, thread_config(record.thread_key)  # past the pause point
 
     async def _stop(
-        self, record: RequestRecord, status: str, event_type: type[EventBase], **fields: Any
-    ) -> None:
-        await self._emit(record, event_type, await self._values(record), **fields)
-        await self.store.update(record.request_key, status=status, pause_requested=False)
+        self, record: RequestRecord, status: Status, event_type: type[EventBase], *,
+        traces: list[TraceEntry] | None = None, **fields: Any,
+    ) -> None:  # fmt: skip
+        """Commit the event that ends a run segment together with the request's new status."""
+        await self._emit(record, event_type, await self._values(record), seq=record.last_seq + 1,
+                         status=status, traces=traces, **fields)  # fmt: skip
 
     async def _emit(
-        self, record: RequestRecord, event_type: type[EventBase], values: dict[str, Any], **fields: Any
-    ) -> Event:
-        """Record an event the server itself adds, with the protocol's phase fields."""
-        current = await self.store.get(record.request_key)
-        seq = (current.last_seq if current else record.last_seq) + 1
+        self, record: RequestRecord, event_type: type[EventBase], values: dict[str, Any], *,
+        seq: int | None = None, status: Status | None = None, guarded: bool = True,
+        traces: list[TraceEntry] | None = None, **fields: Any,
+    ) -> Event:  # fmt: skip
+        """Commit an event the server itself adds (with the protocol's phase fields); wait for it.
+
+        ``seq`` defaults to the one after the store's last; ``guarded`` writes only while this
+        replica drives the request.
+        """
+        if seq is None:
+            await self.log.barrier()
+            seq = (await self._current(record)).last_seq + 1
         meta = get_protocol(record.protocol).event_meta(values)
         event = event_type(
             request_id=record.request_id, project_id=record.project_id, protocol=record.protocol, seq=seq,
             **meta, **fields,
         )  # fmt: skip
-        await self._store_event(record.request_key, event, [])  # type: ignore[arg-type]
+        event = redactor().model(event)
+        key = record.request_key
+        written = await self.log.append(key, [event], traces, status=status, guarded=guarded)  # type: ignore[list-item]
+        if key in self._queued:  # the driver's own: a cancel arriving now must not reuse the seq
+            self._queued[key] = seq
+            if status is not None:
+                self._ending.add(key)
+        await asyncio.shield(written)
         return event  # type: ignore[return-value]
 
     async def _values(self, record: RequestRecord) -> dict[str, Any]:
         graph = self.graph(get_protocol(record.protocol))
         return (await graph.aget_state(thread_config(record.thread_key))).values or {}
 
-    async def _store_event(self, request_id: str, event: Event, traces: list[TraceEntry]) -> None:
-        await self.store.record(request_id, event, traces)
-        self._wake(request_id)
-
-    def _wake(self, request_id: str) -> None:
-        if (wakeup := self._wakeups.get(request_id)) is not None:
-            wakeup.set()
-
     def _orphaned(self, record: RequestRecord) -> bool:
         return is_orphaned(record, self.owner, self.settings.orphan_after_seconds)
 
 
-def _status_after(event: Event) -> str | None:
+def _status_after(event: Event) -> Status | None:
     """The status a request has once ``event`` is its last (``None``: the run was still going)."""
-    statuses = {Final: "completed", ErrorEvent: "failed", Cancelled: "cancelled", Paused: "paused"}
+    statuses: dict[type[EventBase], Status] = {
+        Final: "completed",
+        ErrorEvent: "failed",
+        Cancelled: "cancelled",
+        Paused: "paused",
+    }
     return next((status for kind, status in statuses.items() if isinstance(event, kind)), None)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -62,6 +64,73 @@ traces_table = sa.Table(
     sa.Column("request_key", KEY, nullable=False, index=True),
     sa.Column("data", sa.Text, nullable=False),
 )
+
+
+#: Postgres channels: events committed (payload: owner and each request's last seq), control flags set.
+EVENTS_CHANNEL = "phasegraph_events"
+CONTROL_CHANNEL = "phasegraph_control"
+#: Postgres refuses NOTIFY payloads of 8000 bytes or more.
+MAX_PAYLOAD = 7800
+
+
+@dataclass
+class Append:
+    """What one request adds to the log in a batch: events, trace entries, maybe its new status."""
+
+    request_key: str
+    events: list[Event] = field(default_factory=list)
+    traces: list[TraceEntry] = field(default_factory=list)
+    status: Status | None = None  # set with these events, in the same transaction
+    guarded: bool = False  # only while the writing replica still drives the request
+
+
+def notify_payloads(owner: str | None, heads: dict[str, int]) -> list[str]:
+    """JSON payloads naming the writer and each request's last seq, each under Postgres's limit."""
+    payloads: list[str] = []
+    chunk: dict[str, int] = {}
+    for key, seq in heads.items():
+        candidate = json.dumps({"owner": owner, "heads": {**chunk, key: seq}})
+        if chunk and len(candidate.encode()) > MAX_PAYLOAD:
+            payloads.append(json.dumps({"owner": owner, "heads": chunk}))
+            chunk = {}
+        chunk[key] = seq
+    if chunk:
+        payloads.append(json.dumps({"owner": owner, "heads": chunk}))
+    return payloads
+
+
+def _redacted(item: Event | TraceEntry) -> str:
+    """The JSON the store keeps: no configured secret in it."""
+    data = item.to_json() if hasattr(item, "to_json") else item.model_dump_json()
+    secrets = redactor().secrets
+    if secrets and any(s in data for s in secrets):
+        masked = redactor().model(item)
+        return masked.to_json() if hasattr(masked, "to_json") else masked.model_dump_json()
+    return data
+
+
+def _advance(items: list[Append], guarded: set[str], owner: str | None, now: float) -> sa.Update:
+    """One UPDATE for a batch: each request's new ``last_seq`` and status; guarded ones only if owned.
+
+    It returns the keys it updated: a guarded request missing from them is driven elsewhere now.
+    """
+    table, key = requests_table, requests_table.c.request_key
+    seqs = {i.request_key: i.events[-1].seq for i in items if i.events}
+    statuses = {i.request_key: i.status for i in items if i.status is not None}
+    values: dict[str, Any] = {"updated_at": now}
+    if seqs:
+        values["last_seq"] = sa.case(seqs, value=key, else_=table.c.last_seq)
+    if statuses:
+        values["status"] = sa.case(statuses, value=key, else_=table.c.status)
+        values["pause_requested"] = sa.case(
+            {k: False for k in statuses}, value=key, else_=table.c.pause_requested
+        )
+    if guarded:
+        values["heartbeat_at"] = sa.case({k: now for k in guarded}, value=key, else_=table.c.heartbeat_at)
+    keys = sorted({i.request_key for i in items})
+    owned = sa.and_(table.c.owner == owner, table.c.status == "running")
+    condition = owned if len(guarded) == len(keys) else sa.or_(key.not_in(sorted(guarded)), owned)
+    return table.update().where(key.in_(keys), condition).values(values).returning(key)
 
 
 def scoped_key(project_id: str, item_id: str) -> str:
@@ -168,15 +237,21 @@ class RequestStore:
             query = query.where(requests_table.c.project_id.in_(sorted(projects)))
         return await self._all(query)
 
-    async def for_thread(self, project_id: str, thread_id: str) -> RequestRecord | None:
-        """The first request of a project's thread (it fixes the thread's protocol)."""
-        query = (
-            requests_table.select()
-            .where(requests_table.c.project_id == project_id, requests_table.c.thread_id == thread_id)
-            .order_by(requests_table.c.created_at)
-            .limit(1)
+    async def before_start(
+        self, request_key: str, project_id: str, thread_id: str
+    ) -> tuple[bool, RequestRecord | None]:
+        """In one read: whether the request key is taken, and the first request of the project's thread."""
+        table = requests_table
+        query = table.select().where(
+            sa.or_(
+                table.c.request_key == request_key,
+                sa.and_(table.c.project_id == project_id, table.c.thread_id == thread_id),
+            )
         )
-        return await self._one(query)
+        found = await self._all(query)
+        mine = (r for r in found if r.project_id == project_id and r.thread_id == thread_id)
+        thread = sorted(mine, key=lambda r: r.created_at)
+        return any(r.request_key == request_key for r in found), (thread[0] if thread else None)
 
     async def threads(self, thread_id: str, projects: frozenset[str] | None) -> list[RequestRecord]:
         """The first request of each project's thread of that id, in ``projects`` (all when ``None``)."""
@@ -251,34 +326,80 @@ class RequestStore:
         """Every running request, whoever drives it (or drove it, before it died)."""
         return await self._all(requests_table.select().where(requests_table.c.status == "running"))
 
+    async def maybe_orphaned(self, me: str, stale_before: float) -> list[RequestRecord]:
+        """Running requests that may have lost their driver: others', and ours not heartbeaten lately."""
+        table = requests_table
+        query = table.select().where(
+            table.c.status == "running",
+            sa.or_(table.c.owner.is_(None), table.c.owner != me, table.c.heartbeat_at < stale_before),
+        )
+        return await self._all(query)
+
     async def record(self, request_key: str, event: Event, traces: list[TraceEntry]) -> None:
         """Append one event (and the trace entries that came with it) and advance ``last_seq``."""
-        event, traces = redactor().model(event), [redactor().model(t) for t in traces]
-        async with self._guard, self.engine.begin() as conn:
-            if traces:
-                await conn.execute(
-                    traces_table.insert(),
-                    [{"request_key": request_key, "data": t.model_dump_json()} for t in traces],
-                )
-            await conn.execute(
-                events_table.insert().values(request_key=request_key, seq=event.seq, data=event.to_json())
-            )
-            await conn.execute(
-                requests_table.update()
-                .where(requests_table.c.request_key == request_key)
-                .values(last_seq=event.seq, updated_at=time.time())
-            )
+        await self.write_batch([Append(request_key, [event], traces)])
 
     async def append_traces(self, request_key: str, traces: list[TraceEntry]) -> None:
         """Append trace entries that came after the last event of a run segment."""
-        if not traces:
-            return
-        traces = [redactor().model(t) for t in traces]
+        if traces:
+            await self.write_batch([Append(request_key, [], traces)])
+
+    async def write_batch(self, items: list[Append], owner: str | None = None) -> set[str]:
+        """Write many requests' events, traces and statuses in one transaction (group commit).
+
+        Items with ``guarded`` set are written only while ``owner`` still drives their request
+        (status ``running``); the keys of those refused are returned and nothing of theirs is
+        written. One statement checks ownership and advances every request's ``last_seq`` (and
+        status, and the driver's heartbeat); on Postgres one notification per batch tells other
+        replicas which requests moved (delivered at commit).
+        """
+        now = time.time()
+        guarded = {i.request_key for i in items if i.guarded}
+        async with self._guard, self.engine.begin() as conn:
+            written = set((await conn.execute(_advance(items, guarded, owner, now))).scalars().all())
+            kept = [i for i in items if i.request_key in written or not i.guarded]
+            events = [
+                {"request_key": i.request_key, "seq": e.seq, "data": _redacted(e)}
+                for i in kept
+                for e in i.events
+            ]
+            traces = [{"request_key": i.request_key, "data": _redacted(t)} for i in kept for t in i.traces]
+            if events:
+                await conn.execute(events_table.insert(), events)
+            if traces:
+                await conn.execute(traces_table.insert(), traces)
+            if conn.dialect.name == "postgresql" and events:
+                heads = {i.request_key: i.events[-1].seq for i in kept if i.events}
+                for payload in notify_payloads(owner, heads):
+                    await conn.execute(sa.select(sa.func.pg_notify(EVENTS_CHANNEL, payload)))
+        return guarded - written
+
+    async def request_control(self, request_key: str, **flags: bool) -> None:
+        """Set a pause or cancel flag for the replica that drives the request, and wake it (Postgres)."""
         async with self._guard, self.engine.begin() as conn:
             await conn.execute(
-                traces_table.insert(),
-                [{"request_key": request_key, "data": t.model_dump_json()} for t in traces],
+                requests_table.update()
+                .where(requests_table.c.request_key == request_key)
+                .values(**flags, updated_at=time.time())
             )
+            if conn.dialect.name == "postgresql":
+                await conn.execute(sa.select(sa.func.pg_notify(CONTROL_CHANNEL, request_key)))
+
+    async def heartbeat(self, request_keys: list[str], owner: str) -> list[RequestRecord]:
+        """Refresh ``owner``'s heartbeat on those requests; return their records (one round trip each)."""
+        if not request_keys:
+            return []
+        table = requests_table
+        async with self._guard, self.engine.begin() as conn:
+            await conn.execute(
+                table.update()
+                .where(
+                    table.c.request_key.in_(request_keys), table.c.owner == owner, table.c.status == "running"
+                )
+                .values(heartbeat_at=time.time())
+            )
+            rows = (await conn.execute(table.select().where(table.c.request_key.in_(request_keys)))).all()
+        return [RequestRecord.model_validate(dict(row._mapping)) for row in rows]
 
     async def events_after(self, request_key: str, seq: int) -> list[Event]:
         """Events of a request with ``seq`` greater than ``seq``, in order."""

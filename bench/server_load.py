@@ -42,6 +42,7 @@ LANGGRAPH = ROOT / ".venv-studio" / "bin" / "langgraph"
 JOBS_PER_WORKER = 500
 STUDIO = f"langgraph dev (inmem, --n-jobs-per-worker {JOBS_PER_WORKER})"
 PHASEGRAPH_SIDE = "phasegraph serve (sqlite)"
+PHASEGRAPH_EXIT = "phasegraph serve (sqlite, durability=exit)"
 #: Ten words: the scripted model streams each (with its space) as one chunk, then a closing chunk.
 ANSWER = "The roadmap has two milestones, in March and in June."
 MESSAGE = "Summarise the roadmap."
@@ -99,13 +100,13 @@ async def server_rows(quick: bool, workdir: Path) -> list[Row]:
     """Row 4, one row per load level: both servers under ``N`` concurrent streamed runs.
 
     Args:
-        quick: 10 and 50 runs with a 15 s cap per side, instead of 50, 200 and 500 with 60 s.
+        quick: 1 and 10 runs with a 15 s cap per side, instead of 1, 10, 50, 200 and 500 with 60 s.
         workdir: where the script, databases, configs and server logs go.
 
     Returns:
         One row per level, ``langgraph dev`` the anchor (when installed).
     """
-    levels, cap = ((10, 50), 15.0) if quick else ((50, 200, 500), 60.0)
+    levels, cap = ((1, 10), 15.0) if quick else ((1, 10, 50, 200, 500), 60.0)
     script = workdir / "server-load.json"
     turns = [{"content": ANSWER}]
     script.write_text(json.dumps({"turns": turns, "repeat_last": True, "chunk_delay_ms": 20}), "utf-8")
@@ -114,6 +115,8 @@ async def server_rows(quick: bool, workdir: Path) -> list[Row]:
     rows = []
     for n in levels:
         loads = {PHASEGRAPH_SIDE: await _phasegraph_load(n, cap, workdir, spec)}
+        if not quick:  # the same server saving checkpoints only at pause points (PHASEGRAPH_DURABILITY)
+            loads[PHASEGRAPH_EXIT] = await _phasegraph_load(n, cap, workdir, spec, durability="exit")
         if LANGGRAPH.exists():
             loads[STUDIO] = await _studio_load(n, cap, workdir, spec)
         rows.append(_row(n, cap, expected, loads))
@@ -125,7 +128,9 @@ def _row(n: int, cap: float, expected: int, loads: dict[str, Load]) -> Row:
         key="4",
         title=f"Server under load, N={n}",
         workload=f"{n} concurrent triggered_phase runs, each streamed to its own client; scripted model: "
-        f"10 text chunks 20 ms apart, no tool call (an ideal run takes 0.2 s, {expected} events); "
+        f"10 text chunks and a closing one, each 20 ms after the last, no tool call (an ideal run takes "
+        f"0.22 s, {expected} events); phasegraph with its default durability (async) and with "
+        "PHASEGRAPH_DURABILITY=exit (checkpoints at pause points only); "
         "phasegraph: httpx POST /api/runs/triggered_phase/stream (SSE); langgraph dev: langgraph-sdk "
         "runs.stream(stream_mode='custom'), stateless runs (its in-memory queue polls for runs every "
         "0.5-1 s); loopback, a fresh server per level and side, one warm-up run; each client reads its "
@@ -135,7 +140,8 @@ def _row(n: int, cap: float, expected: int, loads: dict[str, Load]) -> Row:
     )
     notes = [] if STUDIO in loads else [f"{LANGGRAPH} is missing (`make studio` builds it): no anchor"]
     for name, load in loads.items():
-        row.sides.append(Side(name, _figures(load, n, cap, expected, lost_by_seq=name == PHASEGRAPH_SIDE)))
+        by_seq = name != STUDIO
+        row.sides.append(Side(name, _figures(load, n, cap, expected, lost_by_seq=by_seq)))
         if not any(r.completed for r in load.records):
             notes.append(f"{name}: no run completed within {cap:.0f} s (latency shown as the cap)")
         if load.log_errors:
@@ -145,18 +151,44 @@ def _row(n: int, cap: float, expected: int, loads: dict[str, Load]) -> Row:
         if failed := [r.error for r in load.records if r.error]:
             notes.append(f"{name}: {len(failed)} runs failed, the first with {failed[0][:200]}")
     row.sides.sort(key=lambda side: side.name != row.anchor)
-    row.note = "; ".join(notes)
+    notes.append(_goal(row, n))
+    row.note = "; ".join(note for note in notes if note)
     return row
+
+
+def _goal(row: Row, n: int) -> str:
+    """Issue 8's goal for this level, and whether the default phasegraph side met it."""
+    mine = row.side(PHASEGRAPH_SIDE).figures
+    if n == 1:
+        p50 = _value(mine["p50 latency"])
+        return f"goal: one run within 0.25 s: {p50:.3f} s, {'met' if p50 <= 0.25 else 'missed'}"
+    if n == 500:
+        clean = _value(mine["events lost"]) == 0 and _value(mine["events repeated"]) == 0
+        return f"goal: none lost or repeated, memory bounded: {'met' if clean else 'missed'} (peak RSS shown)"
+    if n not in (50, 200) or row.anchor != STUDIO:
+        return ""
+    anchor = row.side(STUDIO).figures
+    p99 = _value(mine["p99 latency"]) / max(_value(anchor["p99 latency"]), 1e-9)
+    rate = _value(mine["runs/s"]) / max(_value(anchor["runs/s"]), 1e-9)
+    met = p99 <= 0.5 and rate >= 2
+    verdict = "met" if met else "missed"
+    return f"goal: p99 <= 0.5x and runs/s >= 2x langgraph dev: p99 {p99:.2f}x, runs/s {rate:.2f}x, {verdict}"
+
+
+def _value(figure: Figure) -> float:
+    return float(figure.value)
 
 
 def _figures(load: Load, n: int, cap: float, expected: int, lost_by_seq: bool) -> dict[str, Figure]:
     latencies = sorted(r.latency for r in load.records if r.latency is not None and r.completed)
     firsts = [r.first for r in load.records if r.first is not None]
     closed = [r.closed for r in load.records if r.closed is not None and r.completed]
-    if lost_by_seq:  # gaps in 1..last seq of every run
+    if lost_by_seq:  # gaps in 1..last seq of every run, and seqs seen more than once
         lost = sum(max(r.seqs) - len(set(r.seqs)) for r in load.records if r.seqs)
-    else:  # no seq on the custom stream: what a completed run missed of the events it should have had
+        repeated = sum(len(r.seqs) - len(set(r.seqs)) for r in load.records)
+    else:  # no seq on the custom stream: what a completed run missed of, or got beyond, its events
         lost = sum(max(0, expected - len(r.seqs)) for r in load.records if r.completed)
+        repeated = sum(max(0, len(r.seqs) - expected) for r in load.records if r.completed)
     p99 = latencies[min(len(latencies) - 1, math.ceil(0.99 * len(latencies)) - 1)] if latencies else cap
     return {
         "p50 latency": Figure.of_samples(latencies, "s", 1.0) if latencies else Figure(cap, "s"),
@@ -167,20 +199,22 @@ def _figures(load: Load, n: int, cap: float, expected: int, lost_by_seq: bool) -
         "attempted": Figure(n),
         "failed": Figure(sum(bool(r.error) for r in load.records)),
         "events lost": Figure(lost),
+        "events repeated": Figure(repeated),
         "runs/s": Figure(round(len(latencies) / load.seconds, 2)),  # until the last stream closed, or the cap
         "peak RSS": Figure(round(load.rss_mib, 1), "MiB"),
     }
 
 
-async def _phasegraph_load(n: int, cap: float, workdir: Path, spec: str) -> Load:
+async def _phasegraph_load(n: int, cap: float, workdir: Path, spec: str, durability: str = "async") -> Load:
     env = {
-        "PHASEGRAPH_CHECKPOINTER": f"sqlite:{workdir / f'server-load-{n}.db'}",
+        "PHASEGRAPH_CHECKPOINTER": f"sqlite:{workdir / f'server-load-{n}-{durability}.db'}",
+        "PHASEGRAPH_DURABILITY": durability,
         "PHASEGRAPH_MODEL": spec,
         "PHASEGRAPH_WORKSPACE": str(DEMO_WORKSPACE),
         "PHASEGRAPH_TWO_STAGE_ENABLED": "true",
     }
     command = [str(PHASEGRAPH), "serve", "--host", "127.0.0.1"]
-    log = workdir / f"phasegraph-{n}.log"
+    log = workdir / f"phasegraph-{n}-{durability}.log"
     return await _load(n, cap, log, command, env, "/healthz", lambda client: partial(_phasegraph_run, client))
 
 
@@ -245,14 +279,14 @@ async def _load(
         return Load(records, seconds, _peak_rss_mib(process.pid), _errors_in(log))
 
 
-async def _drive(n: int, cap: float, one_run: OneRun) -> tuple[list[Record], float]:
+async def _drive(n: int, cap: float, one_run: OneRun, warm: bool = False) -> tuple[list[Record], float]:
     """Start ``n`` runs at once (after one warm-up run); cancel what is unfinished after ``cap`` seconds.
 
     Returns:
         Every run's record, and the seconds until the last run ended (or the cap).
     """
-    if n > 1:
-        await _drive(1, cap, one_run)  # warm-up, not kept: first imports, first connection
+    if not warm:
+        await _drive(1, cap, one_run, warm=True)  # warm-up, not kept: first imports, first connection
     records = [Record() for _ in range(n)]
     started = time.perf_counter()
     tasks = [asyncio.create_task(_to_end(one_run, record)) for record in records]

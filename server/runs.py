@@ -477,6 +477,8 @@ class RunManager:
                 self._ending.add(key)
                 await asyncio.shield(written)
                 return held[-1].seq
+            if written is not None:  # at a pause point clients have been shown the whole segment
+                await asyncio.shield(written)
             if (reason := self._pauses.pop(key, None)) is not None:
                 done = record.model_copy(update={"last_seq": self._queued[key]})
                 await self._stop(done, "paused", Paused, reason=reason, traces=traces.drain())

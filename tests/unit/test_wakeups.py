@@ -25,6 +25,22 @@ async def store() -> AsyncIterator[RequestStore]:
     await store.close()
 
 
+async def _running_request(store: RequestStore) -> RequestRecord:
+    """A request replica A drives."""
+    record = RequestRecord(request_id=f"r-{uuid4().hex}", project_id="p", protocol="triggered_phase",
+                           thread_id="t", status="running", owner="replica-a")  # fmt: skip
+    await store.create(record)
+    return record
+
+
+async def _commit_one_event(store: RequestStore, record: RequestRecord) -> None:
+    """Replica A commits an event of its run, as its log's batch writer does."""
+    event = TextChunk(
+        request_id=record.request_id, project_id="p", protocol="triggered_phase", seq=1, text="x"
+    )
+    await store.write_batch([Append(record.request_key, [event], guarded=True)], "replica-a")
+
+
 async def _listening(owner: str, woken: asyncio.Queue[tuple[str, str]]) -> Wakeups:
     async def on_control(key: str) -> None:
         woken.put_nowait(("control", key))
@@ -38,16 +54,11 @@ async def _listening(owner: str, woken: asyncio.Queue[tuple[str, str]]) -> Wakeu
 
 
 async def test_another_replicas_commit_and_control_requests_wake_the_listener(store: RequestStore):
-    record = RequestRecord(request_id=f"r-{uuid4().hex}", project_id="p", protocol="triggered_phase",
-                           thread_id="t", status="running", owner="replica-a")  # fmt: skip
-    await store.create(record)
+    record = await _running_request(store)
     woken: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
     wakeups = await _listening("replica-b", woken)
     try:
-        event = TextChunk(
-            request_id=record.request_id, project_id="p", protocol="triggered_phase", seq=1, text="x"
-        )
-        await store.write_batch([Append(record.request_key, [event], guarded=True)], "replica-a")
+        await _commit_one_event(store, record)
         assert await asyncio.wait_for(woken.get(), 10) == ("events", record.request_key)
         await store.request_control(record.request_key, pause_requested=True)
         assert await asyncio.wait_for(woken.get(), 10) == ("control", record.request_key)
@@ -56,16 +67,11 @@ async def test_another_replicas_commit_and_control_requests_wake_the_listener(st
 
 
 async def test_a_replica_is_not_woken_by_its_own_commits(store: RequestStore):
-    record = RequestRecord(request_id=f"r-{uuid4().hex}", project_id="p", protocol="triggered_phase",
-                           thread_id="t", status="running", owner="replica-a")  # fmt: skip
-    await store.create(record)
+    record = await _running_request(store)
     woken: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
     wakeups = await _listening("replica-a", woken)
     try:
-        event = TextChunk(
-            request_id=record.request_id, project_id="p", protocol="triggered_phase", seq=1, text="x"
-        )
-        await store.write_batch([Append(record.request_key, [event], guarded=True)], "replica-a")
+        await _commit_one_event(store, record)
         await store.request_control(record.request_key, cancel_requested=True)
         # The control request arrives (notifications keep their order), the own commit before it did not.
         assert await asyncio.wait_for(woken.get(), 10) == ("control", record.request_key)

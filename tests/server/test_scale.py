@@ -56,7 +56,10 @@ def test_a_hundred_concurrent_runs_each_get_every_event_once_and_end_with_final(
         async with httpx.AsyncClient(base_url=server.url, limits=limits, timeout=LOAD_SECONDS) as client:
             started = time.perf_counter()
             runs = [_one_run(client, f"load-{i}") for i in range(LOAD_RUNS)]
-            results = await asyncio.wait_for(asyncio.gather(*runs), LOAD_SECONDS)
+            try:
+                results = await asyncio.wait_for(asyncio.gather(*runs), LOAD_SECONDS)
+            except TimeoutError:
+                pytest.fail(f"{LOAD_RUNS} concurrent runs did not all end within {LOAD_SECONDS} s")
             seconds = time.perf_counter() - started
             statuses = await asyncio.gather(
                 *(client.get(f"/api/requests/load-{i}") for i in range(LOAD_RUNS))

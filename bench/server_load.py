@@ -162,14 +162,21 @@ def _goal(row: Row, n: int) -> str:
     if n == 1:
         p50 = _value(mine["p50 latency"])
         return f"goal: one run within 0.25 s: {p50:.3f} s, {'met' if p50 <= 0.25 else 'missed'}"
-    if n == 500:
-        clean = _value(mine["events lost"]) == 0 and _value(mine["events repeated"]) == 0
-        return f"goal: none lost or repeated, memory bounded: {'met' if clean else 'missed'} (peak RSS shown)"
-    if n not in (50, 200) or row.anchor != STUDIO:
+    if n == 500:  # a run cut at the cap loses its tail unseen by the seq gaps: every run must complete
+        counts = [int(_value(mine[name])) for name in ("completed", "events lost", "events repeated")]
+        clean = counts == [n, 0, 0] and _value(mine["failed"]) == 0
+        rss = mine["peak RSS"].text()
+        return (
+            f"goal: every run completes, none lost or repeated, memory bounded: {counts[0]}/{n} completed, "
+            f"{counts[1]} lost, {counts[2]} repeated, peak RSS {rss}: {'met' if clean else 'missed'}"
+        )
+    if n not in (50, 200):
         return ""
+    if row.anchor != STUDIO:
+        return "goal: p99 <= 0.5x and runs/s >= 2x langgraph dev: not checked, no anchor"
     anchor = row.side(STUDIO).figures
-    p99 = _value(mine["p99 latency"]) / max(_value(anchor["p99 latency"]), 1e-9)
-    rate = _value(mine["runs/s"]) / max(_value(anchor["runs/s"]), 1e-9)
+    p99 = _value(mine["p99 latency"]) / max(_value(anchor["p99 latency"]), 1e-9)  # lower is better
+    rate = _value(mine["runs/s"]) / max(_value(anchor["runs/s"]), 1e-9)  # higher is better
     met = p99 <= 0.5 and rate >= 2
     verdict = "met" if met else "missed"
     return f"goal: p99 <= 0.5x and runs/s >= 2x langgraph dev: p99 {p99:.2f}x, runs/s {rate:.2f}x, {verdict}"

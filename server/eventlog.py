@@ -70,9 +70,8 @@ class EventLog:
         self._task = asyncio.create_task(self._write_forever(), name="event-log-writer")
 
     async def close(self) -> None:
-        """Commit what is queued, then stop the writer."""
-        while self._queue:
-            await self._write_once()
+        """Let the writer commit what is queued, then stop it."""
+        await self.barrier()  # the writer's own order: committing beside it could reorder a request's batches
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -105,12 +104,19 @@ class EventLog:
     async def barrier(self) -> None:
         """Wait until everything queued so far is committed (or refused)."""
         if self._queue:
-            done = asyncio.gather(*(p.done for p in self._queue), return_exceptions=True)
-            await done
+            await asyncio.gather(*(p.done for p in self._queue), return_exceptions=True)
 
-    async def write(self, request_key: str, events: list[Event], **kwargs: object) -> None:
+    async def write(
+        self,
+        request_key: str,
+        events: list[Event],
+        traces: list[TraceEntry] | None = None,
+        *,
+        status: Status | None = None,
+        guarded: bool = True,
+    ) -> None:
         """Queue and wait for the commit (see ``append``)."""
-        await (await self.append(request_key, events, **kwargs))  # type: ignore[arg-type]
+        await (await self.append(request_key, events, traces, status=status, guarded=guarded))
 
     async def _write_forever(self) -> None:
         while True:

@@ -417,12 +417,12 @@ class RunManager:
         self._tasks[record.request_key] = task
 
     async def _drive(self, record: RequestRecord, graph_input: Any, config: RunnableConfig) -> None:
-        key, seq = record.request_key, record.last_seq  # seq: the last event queued on the log
+        key = record.request_key
         try:
-            seq = await self._segments(record, graph_input, config)
+            await self._segments(record, graph_input, config)
         except asyncio.CancelledError:
             reason = self._stops.pop(key, "")
-            done = record.model_copy(update={"last_seq": self._queued.get(key, seq)})
+            done = record.model_copy(update={"last_seq": self._queued.get(key, record.last_seq)})
             if key in self._ending:
                 pass  # its last event is queued already (final, error, paused): that is how it ends
             elif reason == SUPERSEDED:
@@ -436,7 +436,7 @@ class RunManager:
         except Exception:  # the store or the server failed, not the graph: end the run visibly
             logger.exception("request %s: its driver failed", record.request_id)
             with contextlib.suppress(Exception):  # the store may be what failed; recovery retries
-                done = record.model_copy(update={"last_seq": self._queued.get(key, seq)})
+                done = record.model_copy(update={"last_seq": self._queued.get(key, record.last_seq)})
                 await self._stop(done, "failed", ErrorEvent, kind="internal", message=DRIVER_FAILED)
         finally:
             self._tasks.pop(key, None)
@@ -448,8 +448,8 @@ class RunManager:
                 self.hub.unsubscribe(key, unfollowed)
             self.hub.poke(key)  # followers look at the store: the run may have stopped without a word
 
-    async def _segments(self, record: RequestRecord, graph_input: Any, config: RunnableConfig) -> int:
-        """Run the graph segment by segment (pause points between); return the last seq written.
+    async def _segments(self, record: RequestRecord, graph_input: Any, config: RunnableConfig) -> None:
+        """Run the graph segment by segment (pause points between) until it ends or pauses.
 
         Events are queued on the log as they come and shown once committed; the terminal event is
         held until the graph has saved its last checkpoint, then committed with the final status.
@@ -476,13 +476,13 @@ class RunManager:
                 self._queued[key] = held[-1].seq
                 self._ending.add(key)
                 await asyncio.shield(written)
-                return held[-1].seq
+                return
             if written is not None:  # at a pause point clients have been shown the whole segment
                 await asyncio.shield(written)
             if (reason := self._pauses.pop(key, None)) is not None:
                 done = record.model_copy(update={"last_seq": self._queued[key]})
                 await self._stop(done, "paused", Paused, reason=reason, traces=traces.drain())
-                return done.last_seq + 1
+                return
             graph_input, config = None, thread_config(record.thread_key)  # past the pause point
 
     async def _stop(

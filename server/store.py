@@ -322,10 +322,6 @@ class RequestStore:
             )
         return done.rowcount == 1
 
-    async def running(self) -> list[RequestRecord]:
-        """Every running request, whoever drives it (or drove it, before it died)."""
-        return await self._all(requests_table.select().where(requests_table.c.status == "running"))
-
     async def maybe_orphaned(self, me: str, stale_before: float) -> list[RequestRecord]:
         """Running requests that may have lost their driver: others', and ours not heartbeaten lately."""
         table = requests_table
@@ -334,15 +330,6 @@ class RequestStore:
             sa.or_(table.c.owner.is_(None), table.c.owner != me, table.c.heartbeat_at < stale_before),
         )
         return await self._all(query)
-
-    async def record(self, request_key: str, event: Event, traces: list[TraceEntry]) -> None:
-        """Append one event (and the trace entries that came with it) and advance ``last_seq``."""
-        await self.write_batch([Append(request_key, [event], traces)])
-
-    async def append_traces(self, request_key: str, traces: list[TraceEntry]) -> None:
-        """Append trace entries that came after the last event of a run segment."""
-        if traces:
-            await self.write_batch([Append(request_key, [], traces)])
 
     async def write_batch(self, items: list[Append], owner: str | None = None) -> set[str]:
         """Write many requests' events, traces and statuses in one transaction (group commit).

@@ -12,7 +12,7 @@ import pytest
 from nodes.events import Event, TextChunk
 from server.eventlog import EventLog, Superseded
 from server.live import LiveHub
-from server.store import RequestRecord, RequestStore
+from server.store import Append, RequestRecord, RequestStore
 
 
 def _text(record: RequestRecord, seq: int) -> Event:
@@ -119,7 +119,7 @@ async def test_a_conflicting_request_does_not_cost_the_batch_its_other_events(st
     one, two = _record("one"), _record("two")
     await store.create(one)
     await store.create(two)
-    await store.record(two.request_key, _text(two, 1), [])  # seq 1 of "two" exists already
+    await store.write_batch([Append(two.request_key, [_text(two, 1)])])  # seq 1 of "two" exists already
     log.start()
     try:
         futures = [await log.append(one.request_key, [_text(one, 1)]),

@@ -60,7 +60,7 @@ async def test_events_and_traces_of_a_run_never_carry_a_token(collect, token_env
 
 async def test_the_request_store_redacts_whatever_it_is_given(token_env):
     from nodes.events import ErrorEvent
-    from server.store import RequestRecord, RequestStore
+    from server.store import Append, RequestRecord, RequestStore
 
     store = RequestStore.for_checkpointer("memory")
     await store.setup()
@@ -71,8 +71,7 @@ async def test_the_request_store_redacts_whatever_it_is_given(token_env):
         await store.create(record)
         event = ErrorEvent(request_id="r", project_id="p", protocol="unified", seq=1, kind="x", message=TOKEN)
         entry = TraceEntry(type="tool_result", request_id="r", details={"error": f"bad {TOKEN}"})
-        await store.record("r", event, [entry])
-        await store.append_traces("r", [entry])
+        await store.write_batch([Append("r", [event], [entry]), Append("r", [], [entry])])
         assert [e.message for e in await store.events_after("r", 0)] == [MASK]  # type: ignore[union-attr]
         assert [t.details["error"] for t in await store.trace("r")] == [f"bad {MASK}"] * 2
     finally:

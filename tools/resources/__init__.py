@@ -1,0 +1,21 @@
+"""Resources addressed as ``res://<type>/<id>``: a searchable repository, the bundled story world, tools.
+
+Imports nothing from graph code; the goal_pursuit protocol reads its context from here.
+"""
+
+from tools.resources.errors import ResourceError, ResourceNotFound
+from tools.resources.index import SearchHit
+from tools.resources.repository import Resource, ResourceRepository, bundled_world, load_bundled
+from tools.resources.tools import RESOURCE_TOOLS, resource_registry
+
+__all__ = [
+    "RESOURCE_TOOLS",
+    "Resource",
+    "ResourceError",
+    "ResourceNotFound",
+    "ResourceRepository",
+    "SearchHit",
+    "bundled_world",
+    "load_bundled",
+    "resource_registry",
+]

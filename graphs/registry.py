@@ -79,6 +79,14 @@ PROTOCOLS: dict[str, ProtocolSpec] = {
             module="graphs.unified",
             pause_after=("tools",),
         ),
+        ProtocolSpec(
+            id="goal_pursuit",
+            seed="001",
+            summary="Context discovery, context refinement, action decision and refinement analysis per "
+            "iteration; expandable tool schemas; min/max iterations, the last planned action as fallback.",
+            module="graphs.goal_pursuit",
+            pause_after=("analyze_refinement", "execute_action"),
+        ),
     )
 }
 

@@ -11,7 +11,7 @@ from langchain_core.language_models import BaseChatModel
 from pydantic.json_schema import SkipJsonSchema
 
 from nodes.errors import ConfigurationError
-from nodes.models import DEMO_MODEL, DEMO_WORKSPACE, make_model
+from nodes.models import DEMO_MODEL, DEMO_SCRIPT, DEMO_WORKSPACE, make_model
 from nodes.prompts import SYSTEM_PROMPT
 from nodes.settings import run_settings
 from tools import ToolContext, ToolRegistry, default_registry
@@ -22,6 +22,8 @@ class RunContext:
     """What every protocol needs to know about one run."""
 
     PROTOCOL: ClassVar[str] = ""
+    #: The script behind 'scripted:demo' for this protocol (its offline demo).
+    DEMO_SCRIPT: ClassVar[Path] = DEMO_SCRIPT
 
     model: str = field(
         default=DEMO_MODEL,
@@ -73,7 +75,8 @@ class RunContext:
         if self.chat_model is not None and not isinstance(self.chat_model, BaseChatModel):
             raise ConfigurationError("chat_model must be a LangChain BaseChatModel")
         if self.chat_model is None:
-            make_model(self.model)  # fail now, before the run starts, on a bad spec or script
+            # fail now, before the run starts, on a bad spec or script
+            make_model(self.model, demo_script=self.DEMO_SCRIPT)
         if self.tool_registry is not None and not isinstance(self.tool_registry, ToolRegistry):
             raise ConfigurationError("tool_registry must be a tools.ToolRegistry")
         self._registry: ToolRegistry | None = None  # chosen at the first call of registry()
@@ -86,17 +89,21 @@ class RunContext:
         """The chat model for the ``call_index``-th model call of this run."""
         if self.chat_model is not None:
             return self.chat_model
-        return make_model(self.model, call_index=call_index)
+        return make_model(self.model, call_index=call_index, demo_script=self.DEMO_SCRIPT)
 
     def registry(self) -> ToolRegistry:
         """The tools this run may call (chosen once per run; every model and tool call asks)."""
         if self._registry is None:
-            base = self.tool_registry if self.tool_registry is not None else default_registry()
+            base = self.tool_registry if self.tool_registry is not None else self.default_tools()
             try:
                 self._registry = base.select(self.tools or None)
             except ValueError as exc:
                 raise ConfigurationError(str(exc)) from exc
         return self._registry
+
+    def default_tools(self) -> ToolRegistry:
+        """The tools a run has when it is given no registry (the protocol's own, or the workspace's)."""
+        return default_registry()
 
     def tool_context(self) -> ToolContext:
         """What tools get to know about this run."""

@@ -8,7 +8,17 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.alias_generators import to_camel
 
-Phase = Literal["tool_phase", "action_phase", "complete"]
+Phase = Literal[
+    "tool_phase",
+    "action_phase",
+    "complete",
+    # goal_pursuit's phases (seed 001)
+    "context_discovery",
+    "context_refinement",
+    "action_decision",
+    "refinement_analysis",
+    "execution",
+]
 
 
 class EventBase(BaseModel):
@@ -28,6 +38,11 @@ class EventBase(BaseModel):
     #: re-started from a checkpoint repeats the steps after it, so this tells which events a
     #: crashed attempt's re-run replaces.
     graph_step: int | None = None
+    #: Progress of iterating protocols: the iteration of the current determination (from 1), the
+    #: context round within it (from 1) and the executed steps so far (goal_pursuit).
+    iteration: int | None = None
+    context_round: int | None = None
+    step: int | None = None
 
     def to_json(self) -> str:
         """Serialise with the wire names (``requestId``, ``phaseIndex``...)."""
@@ -52,6 +67,11 @@ class PhaseEnd(EventBase):
     reason: str
     chunks_read: int | None = None
     stream_cut: bool | None = None
+    #: Size of the prompt the phase sent: characters always, tokens when the provider reported usage.
+    prompt_chars: int | None = None
+    prompt_tokens: int | None = None
+    #: Corrective retries the phase needed to get a usable structured answer.
+    retries: int | None = None
 
 
 class TextChunk(EventBase):
@@ -107,9 +127,51 @@ class BudgetExhaustedEvent(EventBase):
     """A hard budget ran out; the run goes straight to its final answer."""
 
     type: Literal["budget_exhausted"] = "budget_exhausted"
-    budget: Literal["cycles", "duplicates", "model_calls", "tool_calls"]
+    budget: Literal[
+        "cycles", "duplicates", "model_calls", "tool_calls", "iterations", "context_rounds", "steps"
+    ]
     limit: int
     used: int
+
+
+class ContextUpdate(EventBase):
+    """The model's working context changed (goal_pursuit): resources, filters, tools or their order."""
+
+    type: Literal["context_update"] = "context_update"
+    action: Literal["searched", "loaded", "excluded", "filtered", "expanded", "collapsed", "sorted"]
+    #: Resources the change touched (loaded, excluded, sorted, or found by a search).
+    uris: list[str] = Field(default_factory=list)
+    #: Tools expanded or collapsed.
+    tools: list[str] = Field(default_factory=list)
+    #: What was asked for but does not exist (unknown URIs or tool names).
+    missing: list[str] = Field(default_factory=list)
+    query: str | None = None
+    #: Characters the change added (positive) or removed (negative), and the context's size after it.
+    chars: int = 0
+    context_chars: int = 0
+
+
+class Decision(EventBase):
+    """The action decision of an iteration: run a tool, or finish with an answer."""
+
+    type: Literal["decision"] = "decision"
+    decision_type: Literal["execute", "finalize"]
+    tool: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    #: For a finalize decision: success, partial or failure.
+    status: str | None = None
+
+
+class Verdict(EventBase):
+    """The refinement analysis of a decision: approve it, or refine the assessment and iterate."""
+
+    type: Literal["verdict"] = "verdict"
+    verdict: Literal["approve", "refine"]
+    confidence: float | None = None
+    #: Assessment fields the refinement changed, with their new values.
+    assessment_delta: dict[str, Any] = Field(default_factory=dict)
+    #: An approved execute decision that came before ``min_iter`` allows execution.
+    deferred: bool = False
 
 
 class Final(EventBase):
@@ -121,6 +183,10 @@ class Final(EventBase):
     fallback: bool = False
     #: The turn ran tools and every one failed: the answer rests on no tool output.
     all_tools_failed: bool = False
+    #: goal_pursuit: the structured outcome behind ``answer`` (one of the two) and why the loop ended.
+    resolution: dict[str, Any] | None = None
+    operation_plan: dict[str, Any] | None = None
+    exit: Literal["approved", "max_iterations", "step_budget"] | None = None
 
 
 class Paused(EventBase):
@@ -167,6 +233,9 @@ Event = Annotated[
     | DuplicateToolCall
     | IgnoredToolCall
     | BudgetExhaustedEvent
+    | ContextUpdate
+    | Decision
+    | Verdict
     | Final
     | Paused
     | Resumed

@@ -36,7 +36,7 @@ RETRIED_STATUSES = frozenset({408, 409, 429})
 DETAIL_CHARS = 300
 
 
-def make_model(spec: str, *, call_index: int = 0) -> BaseChatModel:
+def make_model(spec: str, *, call_index: int = 0, demo_script: Path = DEMO_SCRIPT) -> BaseChatModel:
     """Turn a model spec string into a LangChain chat model.
 
     Args:
@@ -44,6 +44,7 @@ def make_model(spec: str, *, call_index: int = 0) -> BaseChatModel:
             settings) or ``scripted:<path>`` (``scripted:demo`` for the bundled script).
         call_index: How many model calls this run already made; a scripted model starts at
             that turn, so its position comes from the run's state rather than process memory.
+        demo_script: The script ``scripted:demo`` stands for (each protocol bundles its own).
 
     Raises:
         ConfigurationError: The spec names no known provider, its package is not installed, or
@@ -53,7 +54,7 @@ def make_model(spec: str, *, call_index: int = 0) -> BaseChatModel:
     if not provider or not name:
         raise ConfigurationError(f"unknown model spec {spec!r}: {SPEC_HELP}")
     if provider == "scripted":
-        path = DEMO_SCRIPT if name == "demo" else Path(name)
+        path = demo_script if name == "demo" else Path(name)
         return ScriptedChatModel(script=load_script(path), source=path.name, start_at=call_index)
     limits = run_settings()
     options: dict[str, Any] = {

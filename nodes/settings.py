@@ -51,6 +51,11 @@ class RunSettings(BaseSettings):
     model_timeout_seconds: float = Field(
         default=60.0, gt=0, description="Longest wait for each provider response (and each streamed read)."
     )
+    resources: str = Field(
+        default="",
+        description="Folder of the resource repository goal_pursuit discovers context in (its domain tools "
+        "write changes back to the files). Empty: the bundled story world, changed in memory only.",
+    )
 
 
 @lru_cache(maxsize=1)

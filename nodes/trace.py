@@ -17,6 +17,7 @@ TraceType = Literal[
     "ignored_tool_call",
     "orchestration_phase_start",
     "orchestration_phase_end",
+    "model_output_rejected",
 ]
 
 

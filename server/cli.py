@@ -39,7 +39,7 @@ def run_command(
     if model is None:
         model = DEMO_MODEL
         workspace = workspace or str(DEMO_WORKSPACE)
-        notes.print(f"No --model given: running offline on the bundled demo script in {workspace}.")
+        notes.print(f"No --model given: running offline on the bundled demo script and data ({workspace}).")
     fields = {
         "model": model,
         "workspace": workspace or ".",

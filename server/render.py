@@ -9,6 +9,8 @@ from rich.panel import Panel
 
 from nodes.events import (
     BudgetExhaustedEvent,
+    ContextUpdate,
+    Decision,
     DuplicateToolCall,
     ErrorEvent,
     Event,
@@ -19,9 +21,19 @@ from nodes.events import (
     TextChunk,
     ToolCall,
     ToolResultEvent,
+    Verdict,
 )
 
-_PHASE_STYLE = {"action_phase": "cyan", "tool_phase": "magenta", "complete": "green"}
+_PHASE_STYLE = {
+    "action_phase": "cyan",
+    "tool_phase": "magenta",
+    "complete": "green",
+    "context_discovery": "blue",
+    "context_refinement": "blue",
+    "action_decision": "cyan",
+    "refinement_analysis": "yellow",
+    "execution": "magenta",
+}
 
 
 class EventRenderer:
@@ -45,15 +57,25 @@ class EventRenderer:
             self.console.print(line, highlight=False)
 
     def _line(self, event: Event) -> str | None:
-        where = f"{event.phase} #{event.phase_index} (cycle {event.cycle_index})" if event.phase_index else ""
+        where = f"{event.phase} #{event.phase_index} ({_progress(event)})" if event.phase_index else ""
         style = _PHASE_STYLE.get(event.phase or "", "white")
         match event:
             case PhaseStart():
                 label = "final action phase" if event.final else where
                 return f"[bold {style}]▶ {label}[/]"
             case PhaseEnd():
-                stream = f", read {event.chunks_read} chunks{' (stream cut)' if event.stream_cut else ''}"
-                return f"[dim {style}]■ {where} ended: {event.reason}{stream if event.chunks_read else ''}[/]"
+                return f"[dim {style}]■ {where} ended: {event.reason}{_phase_figures(event)}[/]"
+            case ContextUpdate():
+                return _context_line(event)
+            case Decision():
+                if event.decision_type == "execute":
+                    return f"  [cyan]◆ decided: execute {event.tool}({_args(event.params)})[/]"
+                return f"  [cyan]◆ decided: finalize ({event.status})[/]"
+            case Verdict():
+                if event.verdict == "approve":
+                    later = " - deferred: too early (min_iter)" if event.deferred else ""
+                    return f"  [green]✔ approved (confidence {event.confidence}){later}[/]"
+                return f"  [yellow]↻ refine: {', '.join(event.assessment_delta) or 'no assessment change'}[/]"
             case ToolCall():
                 return f"  [magenta]→ {event.name}[/]({_args(event.args)})"
             case ToolResultEvent():
@@ -79,6 +101,34 @@ class EventRenderer:
             case ErrorEvent():
                 return f"[bold red]error ({event.kind}): {event.message}[/]"
         return None
+
+
+def _progress(event: Event) -> str:
+    if event.iteration is not None or event.step is not None:
+        parts = [f"iteration {event.iteration}" if event.iteration else "", f"round {event.context_round}"
+                 if event.context_round else "", f"step {event.step}" if event.step else ""]  # fmt: skip
+        return ", ".join(p for p in parts if p) or "start"
+    return f"cycle {event.cycle_index}"
+
+
+def _phase_figures(event: PhaseEnd) -> str:
+    if event.chunks_read:
+        return f", read {event.chunks_read} chunks{' (stream cut)' if event.stream_cut else ''}"
+    if event.prompt_chars is not None:
+        tokens = f", {event.prompt_tokens} tokens" if event.prompt_tokens is not None else ""
+        retried = f", {event.retries} corrective retry" if event.retries else ""
+        return f" (prompt {event.prompt_chars} chars{tokens}{retried})"
+    return ""
+
+
+def _context_line(event: ContextUpdate) -> str:
+    if event.action == "searched":
+        found = ", ".join(event.uris) or "nothing"
+        return f"  [blue]⌕ search {json.dumps(event.query)}: {found}[/]"
+    named = ", ".join(event.tools or event.uris)
+    missing = f" [red](not found: {', '.join(event.missing)})[/]" if event.missing else ""
+    size = f" [{event.chars:+d} chars → {event.context_chars}]" if event.chars else ""
+    return f"  [blue]≡ {event.action} {named}{size}[/]{missing}"
 
 
 def _args(args: dict[str, object]) -> str:

@@ -1,0 +1,62 @@
+"""Phase 3, action decision: execute one tool or finalize; the choice is kept as the last planned action."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+from pydantic import BaseModel, ValidationError
+
+from nodes.emit import Emitter, reports_errors
+from nodes.events import Decision
+from nodes.goal_pursuit.context import GoalPursuitContext
+from nodes.goal_pursuit.phases import run_phase
+from nodes.goal_pursuit.schemas import ActionDecision, planned_action
+from nodes.goal_pursuit.state import GoalPursuitState, progress
+from tools import ToolRegistry
+
+
+@reports_errors
+async def decide_action(state: GoalPursuitState, runtime: Runtime[GoalPursuitContext]) -> dict[str, Any]:
+    """Ask for an ActionDecision; a call to an unknown tool or with bad parameters is corrected once."""
+    registry = runtime.context.registry()
+    decision, update = await run_phase(
+        runtime, state, "action_decision", ActionDecision, check=lambda d: unusable_call(d, registry)
+    )
+    planned = planned_action(decision)
+    execution, final = decision.execution, decision.finalization
+    Emitter(runtime.context, runtime.stream_writer).emit(
+        Decision,
+        decision_type=decision.decision_type,
+        tool=execution.tool if execution and decision.decision_type == "execute" else None,
+        params=execution.params if execution and decision.decision_type == "execute" else {},
+        status=final.status if final and decision.decision_type == "finalize" else None,
+        **progress({**state, **update}),
+    )
+    return update | {
+        "decision": decision.model_dump(mode="json"),
+        "last_planned_action": planned.model_dump(mode="json"),
+        "verdict": None,
+    }
+
+
+def unusable_call(decision: ActionDecision, registry: ToolRegistry) -> str | None:
+    """Why an execute decision cannot run as planned (unknown tool, wrong parameters), or None."""
+    if decision.decision_type != "execute" or decision.execution is None:
+        return None
+    name, params = decision.execution.tool, decision.execution.params
+    found = registry.get(name)
+    if found is None:
+        return f"there is no tool {name!r}; the tools are: {', '.join(registry.names())}"
+    schema = found.tool_call_schema
+    if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+        return None
+    unexpected = sorted(set(params) - set(schema.model_fields))
+    if unexpected:
+        return f"{name} has no parameter(s) {unexpected}; its parameters are {sorted(schema.model_fields)}"
+    try:
+        schema.model_validate(params)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        return f"the parameters of {name} are wrong: {problems}"
+    return None

@@ -1,0 +1,82 @@
+"""pursue mode: run the determined OperationPlan, record it as a finished task, determine again."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langgraph.runtime import Runtime
+
+from nodes.answers import GatheredResult, format_args
+from nodes.emit import Emitter, reports_errors
+from nodes.events import DuplicateToolCall, PhaseEnd, PhaseStart
+from nodes.goal_pursuit.context import GoalPursuitContext
+from nodes.goal_pursuit.schemas import OperationPlan, PursuitAssessment
+from nodes.goal_pursuit.state import GoalPursuitState, progress
+from nodes.tool_calls import execute_tool_call
+from tools import ToolResult
+
+#: Characters of a tool result the finished-task line keeps.
+TASK_RESULT_CHARS = 200
+ALREADY_RAN = "not run again: the same call already ran this turn (its result is above)"
+
+
+@reports_errors
+async def execute_action(state: GoalPursuitState, runtime: Runtime[GoalPursuitContext]) -> dict[str, Any]:
+    """Run the plan with the ToolRunner (a call already made this turn is not repeated)."""
+    context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
+    if state["approved"] is None:  # the routers only come here with a plan; anything else is a wiring bug
+        raise RuntimeError("execute_action entered without an approved plan")
+    plan = OperationPlan.model_validate(state["approved"])
+    step = state["step"] + 1
+    opened = {"phase": "execution", "phase_index": state["phase_index"] + 1, "step": step}
+    meta = progress({**state, **opened})
+    emitter.emit(PhaseStart, **meta)
+    emitter.trace("orchestration_phase_start", **meta)
+    registry = context.registry()
+    signature = registry.signature(plan.tool, plan.params, context.project_id)
+    if signature in state["executed"]:
+        emitter.emit(
+            DuplicateToolCall,
+            name=plan.tool,
+            args=plan.params,
+            signature=signature,
+            attempts=1,
+            limit=0,
+            **meta,
+        )
+        result = ToolResult(status="error", error=ALREADY_RAN)
+    else:
+        call = {"id": f"step_{step}", "name": plan.tool, "args": plan.params}
+        result = await execute_tool_call(context, emitter, registry, call, signature, meta)
+    text = result.as_text()
+    reason = "executed" if result.status == "ok" else "tool_error"
+    emitter.emit(PhaseEnd, reason=reason, **meta)
+    emitter.trace("orchestration_phase_end", reason=reason, **meta)
+    assessment = PursuitAssessment.model_validate(state["assessment"])
+    task = f"{plan.tool}({format_args(plan.params)}) [{result.status}]: {text[:TASK_RESULT_CHARS]}"
+    assessment.finished_tasks.append(task)
+    return opened | {
+        "results": [
+            *state["results"],
+            GatheredResult(name=plan.tool, args=plan.params, status=result.status, text=text),
+        ],
+        "executed": [*state["executed"], signature]
+        if signature not in state["executed"]
+        else state["executed"],
+        "assessment": assessment.model_dump(mode="json"),
+        # the next determination starts from scratch; the context and expanded tools stay
+        "iteration": 0,
+        "context_round": 0,
+        "decision": None,
+        "verdict": None,
+        "last_planned_action": None,
+        "approved": None,
+        "exit": "",
+    }
+
+
+async def route_after_execution(
+    state: GoalPursuitState, runtime: Runtime[GoalPursuitContext]
+) -> Literal["next_step", "steps_spent"]:
+    """Determine the next action until the step budget is spent."""
+    return "steps_spent" if state["step"] >= runtime.context.max_steps else "next_step"

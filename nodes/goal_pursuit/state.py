@@ -1,0 +1,68 @@
+"""Graph state of the goal-pursuit protocol. Counters live here; their limits live in the Context."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict
+
+from nodes.answers import GatheredResult
+from nodes.events import Phase
+
+
+class GoalPursuitInput(TypedDict):
+    """What a caller sends: the conversation, ending with the goal as the user's message."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+class GoalPursuitOutput(TypedDict):
+    """What a caller gets back: the answer, and the determination's structured result."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    answer: str
+    resolution: dict[str, Any] | None  # the Resolution, when the pursuit ended with one
+    operation_plan: dict[str, Any] | None  # the OperationPlan, when it ended with one (determine mode)
+
+
+class GoalPursuitState(TypedDict):
+    """Everything one pursuit tracks."""
+
+    messages: Annotated[list[AnyMessage], add_messages]  # conversation across turns
+    goal: str  # the user's message this turn
+    resources: dict[str, Any]  # the ResourceContext (queried, excluded, filters, searches, segments)
+    context_chars: int  # characters of the context's resource segments
+    expanded_tools: list[str]  # tools shown with their full schema
+    assessment: dict[str, Any]  # the PursuitAssessment
+    hints: list[str]  # exploration hints of the last refine verdict
+    discovery: dict[str, Any] | None  # the last DiscoveryPlan (routes the context loop)
+    decision: dict[str, Any] | None  # the ActionDecision of this iteration
+    verdict: dict[str, Any] | None  # the RefinementDecision of this iteration
+    last_planned_action: dict[str, Any] | None  # OperationPlan or Resolution, kept as the max_iter fallback
+    approved: dict[str, Any] | None  # what the determination returned (approved or the fallback)
+    exit: str  # why the determination ended: approved, max_iterations, step_budget
+    results: list[GatheredResult]  # tool results of this turn (pursue)
+    executed: list[str]  # canonical signatures executed this turn
+    iteration: int  # iteration of the current determination (1..max_iter; 0 before the first)
+    context_round: int  # context round within the iteration (0 when a new iteration starts)
+    step: int  # plans executed this turn
+    model_calls: int  # model calls this turn, positions a scripted model
+    phase: Phase  # the phase running or last run
+    phase_index: int  # 1..N, incremented at each phase start
+    answer: str  # the turn's final answer
+    resolution: dict[str, Any] | None
+    operation_plan: dict[str, Any] | None
+
+
+def progress(state: Mapping[str, Any]) -> dict[str, Any]:
+    """Progress fields every goal-pursuit event carries (from a state, or a state and its update)."""
+    return {
+        "phase": state["phase"],
+        "phase_index": state["phase_index"],
+        "iteration": state["iteration"] or None,
+        "context_round": state["context_round"] or None,
+        "step": state["step"],
+    }

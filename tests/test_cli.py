@@ -89,6 +89,28 @@ def test_human_output_shows_phases(workspace: Path):
         assert fragment in result.stdout
 
 
+def test_goal_pursuit_runs_offline_with_readable_progress_and_json_lines():
+    goal = "The Grey Fox found her compass: give it back to her and note it in chapter 3."
+    result = runner.invoke(app, ["run", "goal_pursuit", goal])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())  # rich wraps long lines
+    for fragment in (
+        "▶ context_discovery #1 (iteration 1, round 1)",
+        '⌕ search "Grey Fox": res://character/mira-voss',
+        "≡ excluded res://place/saltmarsh-lighthouse",
+        "◆ decided: execute move_item(",
+        "↻ refine: required_context",
+        "✔ approved (confidence 0.9)",
+        "▶ execution #10 (iteration 2, step 1)",
+        "final answer",
+    ):
+        assert fragment in text, fragment
+    lines = runner.invoke(app, ["run", "goal_pursuit", goal, "--json"])
+    events = _events(lines.stdout)
+    assert lines.exit_code == 0 and isinstance(events[-1], Final) and events[-1].resolution["status"] == "success"
+    assert {"context_update", "decision", "verdict"} <= {e.type for e in events}
+
+
 def test_protocols_and_graph_commands():
     listed = runner.invoke(app, ["protocols"])
     assert listed.exit_code == 0 and "triggered_phase" in listed.stdout and "unified" in listed.stdout

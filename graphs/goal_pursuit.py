@@ -16,6 +16,7 @@ from nodes.goal_pursuit.execution import execute_action, route_after_execution
 from nodes.goal_pursuit.pursuit import finish_pursuit, start_pursuit
 from nodes.goal_pursuit.refinement_analysis import (
     analyze_refinement,
+    defer_execution,
     return_last_planned,
     route_after_analysis,
     route_after_fallback,
@@ -39,6 +40,7 @@ def build_graph() -> StateGraph[GoalPursuitState, GoalPursuitContext, GoalPursui
     builder.add_node("refine_context", refine_context)
     builder.add_node("decide_action", decide_action)
     builder.add_node("analyze_refinement", analyze_refinement)
+    builder.add_node("defer_execution", defer_execution)
     builder.add_node("return_last_planned", return_last_planned)
     builder.add_node("execute_action", execute_action)
     builder.add_node("finish_pursuit", finish_pursuit)
@@ -62,10 +64,11 @@ def build_graph() -> StateGraph[GoalPursuitState, GoalPursuitContext, GoalPursui
             "execute": "execute_action",
             "finish": "finish_pursuit",
             "refine": "discover_context",
-            "deferred": "discover_context",
+            "deferred": "defer_execution",
             "iterations_spent": "return_last_planned",
         },
     )
+    builder.add_edge("defer_execution", "discover_context")
     builder.add_conditional_edges(
         "return_last_planned", route_after_fallback, {"execute": "execute_action", "finish": "finish_pursuit"}
     )

@@ -13,6 +13,11 @@ from nodes.goal_pursuit.phases import run_phase
 from nodes.goal_pursuit.schemas import AssessmentUpdate, PursuitAssessment, RefinementDecision
 from nodes.goal_pursuit.state import GoalPursuitState, progress
 
+DEFERRED_HINT = (
+    "The last decision was approved but not run: execution is allowed from iteration {iteration}. "
+    "Check its context again and decide anew."
+)
+
 
 @reports_errors
 async def analyze_refinement(state: GoalPursuitState, runtime: Runtime[GoalPursuitContext]) -> dict[str, Any]:
@@ -67,6 +72,12 @@ async def route_after_analysis(
         return "iterations_spent"
     verdict = state["verdict"] or {}
     return "deferred" if verdict.get("verdict") == "approve" else "refine"
+
+
+async def defer_execution(state: GoalPursuitState, runtime: Runtime[GoalPursuitContext]) -> dict[str, Any]:
+    """An approved execution came before ``min_iter`` allows it: tell the next iteration why it did not run."""
+    allowed_from = runtime.context.min_iter + 1
+    return {"hints": [*state["hints"], DEFERRED_HINT.format(iteration=allowed_from)]}
 
 
 @reports_errors

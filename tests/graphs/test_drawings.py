@@ -38,7 +38,7 @@ def test_goal_pursuit_loops_and_budgets_are_visible_edges():
         "discover_context -. &nbsp;next_round&nbsp; .-> discover_context",  # the context loop
         "discover_context -. &nbsp;refine&nbsp; .-> refine_context",
         "analyze_refinement -. &nbsp;refine&nbsp; .-> discover_context",  # the main loop
-        "analyze_refinement -. &nbsp;deferred&nbsp; .-> discover_context",  # min_iter
+        "analyze_refinement -. &nbsp;deferred&nbsp; .-> defer_execution",  # min_iter
         "analyze_refinement -. &nbsp;iterations_spent&nbsp; .-> return_last_planned",  # max_iter
         "execute_action -. &nbsp;steps_spent&nbsp; .-> finish_pursuit",  # the step budget
     ):

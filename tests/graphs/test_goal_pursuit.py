@@ -206,6 +206,7 @@ async def test_seed_edge_cases(case: str):
             "reason": "next step",
         }
         assert final.iteration == 2
+        assert "execution is allowed from iteration 2" in model.prompts[3][0].text  # told why it did not run
     if case.startswith("missing prerequisite"):
         assert verdicts[0].assessment_delta == {"required_context": "The compass must be loaded first."}
         second_discovery = model.prompts[3][0].text

@@ -75,7 +75,7 @@ async def route_after_analysis(
 
 
 async def defer_execution(state: GoalPursuitState, runtime: Runtime[GoalPursuitContext]) -> dict[str, Any]:
-    """An approved execution came before ``min_iter`` allows it: tell the next iteration why it did not run."""
+    """An approval came before ``min_iter`` allows execution: tell the next iteration why nothing ran."""
     allowed_from = runtime.context.min_iter + 1
     return {"hints": [*state["hints"], DEFERRED_HINT.format(iteration=allowed_from)]}
 

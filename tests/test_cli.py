@@ -107,7 +107,8 @@ def test_goal_pursuit_runs_offline_with_readable_progress_and_json_lines():
         assert fragment in text, fragment
     lines = runner.invoke(app, ["run", "goal_pursuit", goal, "--json"])
     events = _events(lines.stdout)
-    assert lines.exit_code == 0 and isinstance(events[-1], Final) and events[-1].resolution["status"] == "success"
+    assert lines.exit_code == 0 and isinstance(events[-1], Final)
+    assert events[-1].resolution["status"] == "success"
     assert {"context_update", "decision", "verdict"} <= {e.type for e in events}
 
 

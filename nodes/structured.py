@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, ValidationError
 
@@ -172,7 +172,9 @@ async def _ask_json_mode(model: BaseChatModel, prompt: list[BaseMessage], schema
         model.bind(response_format={"type": "json_object"}) if isinstance(model, ChatOpenAI) else model
     )
     try:
-        raw = await bound.ainvoke([*prompt, SystemMessage(instruction)])
+        raw = await bound.ainvoke(
+            [*prompt, HumanMessage(instruction)]
+        )  # system messages only lead, for some providers
     except PhasegraphError:
         raise
     except Exception as exc:

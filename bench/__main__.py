@@ -11,6 +11,7 @@ from pathlib import Path
 
 from bench.chart import draw
 from bench.containment import containment_rows, stream_cut_row
+from bench.goal_pursuit import goal_pursuit_rows
 from bench.harness import Row, not_landed
 from bench.overhead import durability_rows, overhead_rows
 from bench.report import markdown, workloads, write_json
@@ -19,7 +20,6 @@ from bench.server_load import server_rows
 RESULTS = Path(__file__).parent / "results"
 #: Protocols whose issues add their own rows here once they land (row 6).
 LATER_PROTOCOLS = {
-    "goal_pursuit": "seed 001",
     "agent_network": "seed 003",
     "xml_contract": "seed 004",
     "planner": "seed 002",
@@ -33,6 +33,7 @@ async def measure(quick: bool, workdir: Path) -> list[Row]:
     rows.append(await stream_cut_row())
     rows += await containment_rows()
     rows += await durability_rows(workdir, repeats)
+    rows += await goal_pursuit_rows(workdir, quick)
     rows += await server_rows(quick, workdir)
     rows += [not_landed("6", protocol, seed) for protocol, seed in LATER_PROTOCOLS.items()]
     return sorted(rows, key=lambda r: r.key)

@@ -7,6 +7,7 @@ so a noisy machine slows every side alike, and the ratio against the anchor hold
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Awaitable, Callable
@@ -120,6 +121,8 @@ async def interleaved(
 def _num(value: float) -> str:
     if value == 0:
         return "0"
+    if abs(value) < 0.1:  # two significant digits: 0.00074 s and 0.021 s, not 0.00 and 0.02
+        return f"{value:.{1 - math.floor(math.log10(abs(value)))}f}"
     if abs(value) >= 100:
         return f"{value:.0f}"
     if abs(value) >= 10:

@@ -1,7 +1,8 @@
 """Row 1's workload in a loop, to run under a profiler (README "Performance").
 
 ``py-spy record -o profile.svg -- .venv/bin/python -m bench.profile`` or
-``.venv/bin/pyinstrument -m bench.profile --protocol unified``.
+``.venv/bin/pyinstrument -m bench.profile --protocol unified``. ``--protocol goal_pursuit`` loops row 6's
+workload instead, the bundled demo pursuit.
 """
 
 from __future__ import annotations
@@ -11,18 +12,26 @@ import asyncio
 import tempfile
 from pathlib import Path
 
+from bench.goal_pursuit import Pursuits
 from bench.overhead import CYCLES, Turns, write_script
 from graphs.registry import PROTOCOLS
 from server.persistence import open_checkpointer
 
 
 async def loop(protocol: str, turns: int, checkpointer: str, workdir: Path) -> None:
-    """Run ``turns`` user turns of the five-cycle script on one compiled graph."""
+    """Run ``turns`` user turns of the five-cycle script (goal_pursuit: the demo pursuit) on one graph."""
     spec = write_script(workdir)
     extra = {"max_phase_cycles_per_turn": CYCLES} if protocol == "triggered_phase" else {}
     saver_spec = f"sqlite:{workdir / 'profile.db'}" if checkpointer == "sqlite" else "memory"
     async with open_checkpointer(saver_spec) as saver:
-        runner = Turns(protocol, saver if checkpointer != "none" else None, model=spec, **extra)
+        chosen = saver if checkpointer != "none" else None
+        if protocol == "goal_pursuit":
+            pursuits = Pursuits(chosen)
+            pursuits.prepare(turns)  # the worlds load before the loop, as in the bench
+            for _ in range(turns):
+                await pursuits.run()
+            return
+        runner = Turns(protocol, chosen, model=spec, **extra)
         for _ in range(turns):
             await runner.run(CYCLES)
 

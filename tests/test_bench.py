@@ -32,6 +32,9 @@ def test_quick_bench_measures_every_row_and_writes_its_results(tmp_path: Path):
         assert row["workload"], row["title"]
         assert row["anchor"] in [s["name"] for s in row["sides"]], row["title"]
         assert all(r is not None for r in row["ratios"].values()), row
+    landed = [r for r in rows if r["title"].startswith("goal_pursuit")]  # row 6: measured, not reserved
+    assert len(landed) == 3 and all(r["sides"] for r in landed), [r["title"] for r in landed]
+    assert any(r["note"].endswith((": met", ", met", ", missed")) for r in landed)
     assert results["machine"]["versions"]["langgraph"]
     assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| row | side | headline | x anchor |" in done.stdout

@@ -97,7 +97,7 @@ async def ask_structured(
     for call in range(2):
         model = models(call)
         attempt, use = await _attempt(model, prompt, schema, use, auto=method == "auto")
-        problem = attempt.problem or _size_problem(attempt.raw, max_chars)
+        problem = _cut_off(attempt.raw) or attempt.problem or _size_problem(attempt.raw, max_chars)
         if problem is None and check is not None:
             problem = check(attempt.value)
         if problem is None:
@@ -221,6 +221,15 @@ def _missing_call(raw: AIMessage | None, schema: type[BaseModel]) -> str:
         names = ", ".join(str(c["name"]) for c in raw.tool_calls)
         return f"it called {names} instead of {schema.__name__}"
     return f"it did not call {schema.__name__}: {_quote(raw.text)}"
+
+
+def _cut_off(raw: AIMessage | None) -> str | None:
+    """An answer the token limit cut short; streamed tool arguments are closed silently, so it may parse."""
+    meta = raw.response_metadata if raw is not None else {}
+    reason = meta.get("finish_reason") or meta.get("stop_reason")
+    if reason in ("length", "max_tokens"):
+        return "the answer was cut off at the model's token limit; answer more briefly"
+    return None
 
 
 def _size_problem(raw: AIMessage | None, max_chars: int) -> str | None:

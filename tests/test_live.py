@@ -25,3 +25,24 @@ async def test_real_model_answers_within_budget(collect, protocol: str):
     assert isinstance(result.events[-1], Final)
     if protocol == "triggered_phase":
         assert sum(e.type == "tool_call" for e in result.events) <= 3
+
+
+async def test_real_model_determines_a_goal_on_the_story_world(collect):
+    result = await collect(
+        "goal_pursuit",
+        "Give the brass compass to Mira Voss.",
+        model=f"openai:{MODEL}",
+        mode="determine",
+        resources="",  # the bundled story world, changed in memory only
+        max_iter=3,
+    )
+    assert result.error is None, result.error
+    finals = [e for e in result.events if isinstance(e, Final)]
+    assert len(finals) == 1 and result.events[-1] is finals[0]
+    final = finals[0]
+    assert (final.resolution is None) != (final.operation_plan is None)  # a Resolution or an OperationPlan
+    if final.operation_plan is not None:
+        assert final.operation_plan["tool"] and final.operation_plan["kind"] == "operation_plan"
+    else:
+        assert final.resolution["response"] and final.resolution["kind"] == "resolution"
+    assert not [e for e in result.events if e.type == "tool_call"]  # determine mode runs nothing

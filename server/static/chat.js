@@ -2,12 +2,24 @@
 // Only the DOM lives here; the request's state (status, ids) is kept by app.js.
 
 import { el, els } from "./dom.js";
+import {
+  contextLine,
+  decisionLine,
+  iterates,
+  outcomeBlock,
+  phaseEndText,
+  phaseHeader,
+  phaseName,
+  progressText,
+  verdictLine,
+} from "./pursuit.js";
 
 // Where the current stream's events are written.
 const current = {
   turn: null, // the assistant message body
   text: null, // the text block streamed text is appended to
   tools: new Map(), // callId -> tool line element
+  phase: null, // the header of the phase running now (iterating protocols: goal_pursuit)
   event: null, // the event being rendered: what it adds is tagged with its request and seq
 };
 
@@ -56,6 +68,7 @@ export function startTurn(label) {
   current.turn = body;
   current.text = null;
   current.tools = new Map();
+  current.phase = null;
   scrollChat();
   return body;
 }
@@ -158,6 +171,8 @@ function showFinal(ev) {
     el("div", "answer-label", answerLabel(ev)),
     el("div", "answer-text", ev.answer),
   );
+  const outcome = outcomeBlock(ev); // goal_pursuit: its Resolution or OperationPlan
+  if (outcome) box.append(outcome);
   turn().append(tag(box));
   scrollChat();
 }
@@ -191,11 +206,35 @@ export function chipFor(status) {
 
 function phaseLabel(ev) {
   if (!ev.phase) return "running";
-  const name = { action_phase: "action phase", tool_phase: "tool phase", complete: "complete" }[ev.phase] || ev.phase;
+  const name = phaseName(ev.phase);
   let label = ev.phaseIndex != null ? `${name} #${ev.phaseIndex}` : name;
   if (ev.cycleIndex != null) label += ` (cycle ${ev.cycleIndex})`;
+  else if (iterates(ev)) label += ` (${progressText(ev)})`;
   if (ev.final) label += " · final";
   return label;
+}
+
+// ---------------------------------------------------------------- phases of iterating protocols
+
+/** goal_pursuit's phases get a header line in the chat (the others show theirs in the chip only). */
+function phaseStarted(ev) {
+  setChip(phaseLabel(ev), "running");
+  if (iterates(ev)) current.phase = block(phaseHeader(ev));
+}
+
+/** How the phase ended (and its prompt size) goes on its header, or on a line of its own. */
+function phaseEnded(ev) {
+  endText();
+  if (!iterates(ev)) return;
+  const head = current.phase;
+  const text = phaseEndText(ev);
+  if (head && head.isConnected && head.dataset.phaseIndex === String(ev.phaseIndex ?? "")) {
+    head.append(tag(el("span", "phase-outcome", text)));
+    scrollChat();
+  } else {
+    noteLine(`${phaseName(ev.phase)}${ev.phaseIndex != null ? ` #${ev.phaseIndex}` : ""} ended: ${text}`);
+  }
+  current.phase = null;
 }
 
 // ---------------------------------------------------------------- events
@@ -209,8 +248,8 @@ function resumedText(ev) {
 
 // How each event type shows up in the chat and the chip; unknown types are ignored.
 const RENDER = {
-  phase_start: (ev) => setChip(phaseLabel(ev), "running"),
-  phase_end: () => endText(),
+  phase_start: (ev) => phaseStarted(ev),
+  phase_end: (ev) => phaseEnded(ev),
   text: (ev) => appendText(ev.text),
   tool_call: (ev) => toolLine(ev.callId, ev.name, ev.args),
   tool_result: (ev) => toolResult(ev),
@@ -218,6 +257,9 @@ const RENDER = {
     noteLine(`duplicate call refused: ${ev.name} ${argsText(ev.args)} (attempt ${ev.attempts} of ${ev.limit})`, "warn"),
   ignored_tool_call: (ev) => noteLine(`tool call ignored (${ev.reason}): ${ev.name} ${argsText(ev.args)}`),
   budget_exhausted: (ev) => noteLine(`budget exhausted: ${ev.budget} (${ev.used} of ${ev.limit})`, "warn"),
+  context_update: (ev) => block(contextLine(ev)),
+  decision: (ev) => block(decisionLine(ev)),
+  verdict: (ev) => block(verdictLine(ev)),
   final: (ev) => {
     showFinal(ev);
     setChip("done", "done");

@@ -1,5 +1,6 @@
 """The web page in a real headless Chromium against a real server: chat, tool outputs, pause/resume,
-cancel, checkpoints (with a fork), the trace panel, and the switch to the fallback route."""
+cancel, checkpoints (with a fork), the trace panel, the switch to the fallback route, and goal_pursuit's
+events as readable lines."""
 
 from __future__ import annotations
 
@@ -199,3 +200,109 @@ def test_page_marks_an_answer_that_rests_on_no_tool_output(servers: Any, tmp_pat
         expect(answer).to_contain_text("It says nothing.", timeout=WAIT)
         expect(answer).to_contain_text("every tool call failed")
         expect(answer).to_have_class(re.compile(r"\bunsupported\b"))
+
+
+GOAL = (
+    "The Grey Fox found her compass at the lighthouse in chapter 3: give it back to her and note it "
+    "in that chapter."
+)
+#: Wire names of goal_pursuit's event fields: none may reach the page as raw JSON.
+RAW_KEYS = ['"type"', '"action"', '"contextChars"', '"decisionType"', '"assessmentDelta"', '"verdict"',
+            '"resolution"', '"kind"', '"promptChars"']  # fmt: skip
+
+
+def test_page_shows_goal_pursuit_readably(servers: Any, tmp_path: Path) -> None:
+    """goal_pursuit's demo (the default scripted:demo model): phase headers with their progress,
+    context updates, decisions, verdicts, prompt sizes and the answer's Resolution, all as text."""
+    server = servers()
+    with open_page() as page:
+        page.goto(server.url)
+        chat = page.locator("#chat")
+        expect(page.locator("#protocol option[value='goal_pursuit']")).to_have_count(1)
+        page.locator("#protocol").select_option("goal_pursuit")
+        expect(page.locator("#protocol-summary")).to_contain_text("Context discovery")
+
+        send(page, GOAL)
+        answer = page.locator("#answer")
+        expect(answer).to_contain_text("the brass compass belongs to Mira Voss", timeout=WAIT)
+        expect(page.locator("#status")).to_have_text("done", timeout=WAIT)
+        expect(chat.locator(".msg.assistant .who").last).to_have_text("assistant · goal_pursuit")
+
+        # Phase headers: name, index and progress; how each ended, with its prompt size.
+        headers = chat.locator("[data-testid='phase-header']")
+        expect(headers).to_have_count(17)
+        expect(headers.first).to_contain_text("context discovery #1")
+        expect(headers.first).to_contain_text("iteration 1, round 1")
+        expect(headers.first).to_contain_text(re.compile(r"answered · prompt \d+ chars"))
+        execution = headers.filter(has_text="execution #10")
+        expect(execution).to_contain_text("iteration 2, step 1")
+        expect(execution).to_contain_text("executed")
+
+        # Context updates as short lines.
+        updates = chat.locator("[data-testid='context-update']")
+        expect(updates.filter(has_text='searched "Grey Fox": 2 hits')).to_have_count(1)
+        expect(updates.filter(has_text='searched "Grey Fox"')).to_contain_text("mira-voss")
+        loaded = re.compile(r"loaded 4 resources \(\+\d+ chars → \d+\)")
+        expect(updates.filter(has_text=loaded)).to_have_count(1)
+        excluded = re.compile(r"excluded 1 resource \(-\d+ chars → \d+\)")
+        expect(updates.filter(has_text=excluded)).to_have_count(1)
+        expect(updates.filter(has_text="expanded move_item")).to_have_count(1)
+        expect(updates.filter(has_text="sorted 3 resources")).to_have_count(1)
+
+        # Decisions and verdicts.
+        decisions = chat.locator("[data-testid='decision']")
+        expect(decisions).to_have_count(4)
+        expect(decisions.nth(1).locator(".pursuit-text")).to_have_text(
+            'decided: execute move_item(item_uri="res://item/brass-compass", to_uri="res://character/mira-voss")'
+        )
+        expect(decisions.last).to_contain_text("decided: finalize (success)")
+        verdicts = chat.locator("[data-testid='verdict']")
+        expect(verdicts).to_have_count(4)
+        refine = verdicts.first
+        expect(refine).to_contain_text("refine: required context, expected actions, success criteria")
+        expect(refine.locator(".verdict-delta li").first).to_contain_text(
+            "required context: The compass's owner must become res://character/mira-voss."
+        )
+        expect(verdicts.nth(1).locator(".pursuit-text")).to_have_text("approved (confidence 0.9)")
+
+        # The executed steps are ordinary tool lines.
+        expect(chat.locator(".tool", has_text="move_item")).to_contain_text("ok")
+        expect(chat.locator(".tool", has_text="add_chapter_note")).to_contain_text("ok")
+
+        # The answer with its structured Resolution.
+        outcome = answer.locator("[data-testid='outcome']")
+        expect(outcome).to_have_attribute("data-kind", "resolution")
+        expect(outcome).to_contain_text("Resolution")
+        expect(outcome).to_contain_text("statussuccess")
+        expect(outcome).to_contain_text("endedapproved by the refinement analysis")
+
+        # Nothing of the events shows up as raw JSON.
+        text = chat.inner_text()
+        assert [key for key in RAW_KEYS if key in text] == []
+        page.screenshot(path=str(tmp_path / "page-goal-pursuit.png"), full_page=True)
+
+        # What the demo does not produce: an OperationPlan, a deferred approval, unknown names, retries.
+        shown = page.evaluate(
+            """async () => {
+                const m = await import("/static/pursuit.js");
+                const text = (node) => node.textContent;
+                return {
+                    plan: text(m.outcomeBlock({answer: "Plan.", exit: "max_iterations", operationPlan: {
+                        kind: "operation_plan", tool: "move_item", params: {item_uri: "res://item/a"},
+                        reason: "Give it back."}})),
+                    deferred: text(m.verdictLine({verdict: "approve", confidence: 0.8, deferred: true})),
+                    missing: text(m.contextLine({action: "loaded", uris: [], missing: ["res://x/y"]})),
+                    collapsed: text(m.contextLine({action: "collapsed", tools: ["move_item"], chars: -120,
+                                                   contextChars: 900})),
+                    end: m.phaseEndText({reason: "answered", promptChars: 10, promptTokens: 3, retries: 2}),
+                };
+            }"""
+        )
+        assert shown == {
+            "plan": "Operation plantoolmove_itemitem_urires://item/areasonGive it back."
+            "endedthe iteration limit was reached",
+            "deferred": "✔approved (confidence 0.8) · deferred: too early to execute (min_iter)",
+            "missing": "≡loaded 0 resourcesnot found: res://x/y",
+            "collapsed": "≡collapsed move_item (-120 chars → 900)",
+            "end": "answered · prompt 10 chars, 3 tokens, 2 corrective retries",
+        }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Literal
 
 from langgraph.runtime import Runtime
@@ -29,8 +30,8 @@ async def discover_context(state: GoalPursuitState, runtime: Runtime[GoalPursuit
     current: GoalPursuitState = {**state, **rounds}  # type: ignore[typeddict-item]
     plan, update = await run_phase(runtime, current, "context_discovery", DiscoveryPlan)
     editor = ContextEditor(state["resources"], context.repository())
-    for query in plan.search_queries:
-        editor.search(query, context.search_limit)
+    for query in plan.search_queries:  # SQLite: off the event loop
+        await asyncio.to_thread(editor.search, query, context.search_limit)
     editor.load(plan.query_resources)
     registry = context.registry().names()
     expanded, change = change_tools("expanded", plan.expand_tools, registry, state["expanded_tools"])

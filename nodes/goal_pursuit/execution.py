@@ -10,6 +10,7 @@ from nodes.answers import GatheredResult, format_args
 from nodes.emit import Emitter, reports_errors
 from nodes.events import DuplicateToolCall, PhaseEnd, PhaseStart
 from nodes.goal_pursuit.context import GoalPursuitContext
+from nodes.goal_pursuit.repository import open_repository
 from nodes.goal_pursuit.schemas import OperationPlan, PursuitAssessment
 from nodes.goal_pursuit.state import GoalPursuitState, progress
 from nodes.tool_calls import execute_tool_call
@@ -27,6 +28,7 @@ async def execute_action(state: GoalPursuitState, runtime: Runtime[GoalPursuitCo
     if state["approved"] is None:  # the routers only come here with a plan; anything else is a wiring bug
         raise RuntimeError("execute_action entered without an approved plan")
     plan = OperationPlan.model_validate(state["approved"])
+    repository = await open_repository(context, state)
     step = state["step"] + 1
     opened = {"phase": "execution", "phase_index": state["phase_index"] + 1, "step": step}
     meta = progress({**state, **opened})
@@ -64,6 +66,7 @@ async def execute_action(state: GoalPursuitState, runtime: Runtime[GoalPursuitCo
         if signature not in state["executed"]
         else state["executed"],
         "assessment": assessment.model_dump(mode="json"),
+        "resource_changes": repository.changes,
         # the next determination starts from scratch; the context and expanded tools stay
         "iteration": 0,
         "context_round": 0,

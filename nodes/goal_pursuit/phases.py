@@ -13,6 +13,7 @@ from nodes.emit import Emitter
 from nodes.events import ContextUpdate, PhaseEnd, PhaseStart
 from nodes.goal_pursuit.context import GoalPursuitContext
 from nodes.goal_pursuit.prompts import PhaseName
+from nodes.goal_pursuit.repository import open_repository
 from nodes.goal_pursuit.resource_context import Change, ContextEditor
 from nodes.goal_pursuit.schemas import read_action
 from nodes.goal_pursuit.state import GoalPursuitState, progress
@@ -36,6 +37,7 @@ async def run_phase(
     Returns the answer and the state update (phase, phase index, model calls).
     """
     context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
+    await open_repository(context, state)  # the prompt renders resources
     update: dict[str, Any] = {"phase": phase, "phase_index": state["phase_index"] + 1}
     meta = progress({**state, **update})
     emitter.emit(PhaseStart, **meta)

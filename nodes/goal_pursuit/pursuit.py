@@ -12,6 +12,7 @@ from nodes.emit import Emitter, reports_errors
 from nodes.errors import ConfigurationError
 from nodes.events import BudgetExhaustedEvent, Final
 from nodes.goal_pursuit.context import GoalPursuitContext
+from nodes.goal_pursuit.repository import open_repository
 from nodes.goal_pursuit.resource_context import ResourceContext
 from nodes.goal_pursuit.schemas import OperationPlan, PursuitAssessment, Resolution, read_action
 from nodes.goal_pursuit.state import GoalPursuitState, progress
@@ -30,7 +31,7 @@ async def start_pursuit(state: GoalPursuitState, runtime: Runtime[GoalPursuitCon
     if not messages or not isinstance(messages[-1], HumanMessage) or not messages[-1].text.strip():
         raise ConfigurationError("a turn must end with the user's message, which states the goal")
     trace_tool_registration(Emitter(runtime.context, runtime.stream_writer), runtime.context.registry())
-    runtime.context.repository()  # a repository that cannot load fails here, before any model call
+    await open_repository(runtime.context, state)  # one that cannot load fails here, before any model call
     goal = messages[-1].text.strip()
     return {
         "goal": goal,
@@ -46,6 +47,7 @@ async def start_pursuit(state: GoalPursuitState, runtime: Runtime[GoalPursuitCon
         "approved": None,
         "exit": "",
         "results": [],
+        "resource_changes": state.get("resource_changes") or [],
         "executed": [],
         "iteration": 0,
         "context_round": 0,

@@ -45,6 +45,7 @@ class GoalPursuitState(TypedDict):
     approved: dict[str, Any] | None  # what the determination returned (approved or the fallback)
     exit: str  # why the determination ended: approved, max_iterations, step_budget
     results: list[GatheredResult]  # tool results of this turn (pursue)
+    resource_changes: list[dict[str, Any]]  # every change the tools made to the repository, oldest first
     executed: list[str]  # canonical signatures executed this turn
     iteration: int  # iteration of the current determination (1..max_iter; 0 before the first)
     context_round: int  # context round within the iteration (0 when a new iteration starts)

@@ -6,14 +6,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs.run import RunResult, run
+from graphs.registry import get_protocol
+from graphs.run import RunResult, run, stream_graph
 from nodes.errors import ConfigurationError
 from nodes.goal_pursuit.context import DEMO_SCRIPT, GoalPursuitContext
 from nodes.goal_pursuit.prompts import BUNDLED_TEMPLATES, TEMPLATE_FILES
+from nodes.goal_pursuit.repository import open_repository
 from nodes.scripted import ScriptedChatModel, load_script
 from nodes.trace import MemoryTraceStore
-from tests.helpers import kinds, of_type, scripted, turn
+from tests.helpers import kinds, of_type, scripted, turn, write_script
 from tools.resources import load_bundled
 
 GOAL = (
@@ -443,3 +447,32 @@ async def test_a_broken_resource_folder_is_one_clear_error(tmp_path: Path):
     result = await run("goal_pursuit", GOAL, context=context, traces=MemoryTraceStore())
     assert kinds(result) == ["error"] and result.error.kind == "configuration"
     assert "bad.yaml" in result.error.message and str(tmp_path) not in result.error.message
+
+
+async def test_a_resumed_run_keeps_what_its_tools_changed_in_the_in_memory_world(tmp_path: Path):
+    spec = write_script(
+        tmp_path,
+        discover(), execute("move_item", item_uri=COMPASS, to_uri=MIRA), approve(),
+        discover(), execute("set_resource_property", uri=COMPASS, property="location", value="res://place/port-carrow"),
+        approve(), discover(), finalize("done"), approve(),
+    )  # fmt: skip
+    protocol = get_protocol("goal_pursuit")
+    graph = protocol.compile(InMemorySaver(), pausable=True)
+    config = {"configurable": {"thread_id": "resume-world"}}
+    inputs: Any = {"messages": [HumanMessage(GOAL)]}
+    seq, context = 0, GoalPursuitContext(model=spec)
+    while True:
+        # every segment gets a fresh Context, as a resume in a new process (or on the server) does
+        context = GoalPursuitContext(model=spec, request_id="resume-world")
+        events = [e async for e in stream_graph(protocol, graph, inputs, context, config, seq_start=seq)]
+        assert events and all(e.type != "error" for e in events), events
+        seq, inputs = events[-1].seq, None
+        if events[-1].type == "final":
+            break
+    values = graph.get_state(config).values
+    assert [c["name"] for c in values["resource_changes"]] == ["owner", "location"]
+    fresh = GoalPursuitContext(model=spec)  # a copy of the world as a later segment would get it
+    compass = (await open_repository(fresh, values)).get(COMPASS).properties
+    assert compass["owner"] == MIRA  # made in the first execution, replayed into the later copies
+    assert compass["location"] == "res://place/port-carrow"
+    assert fresh.repository().changes == values["resource_changes"]

@@ -461,3 +461,17 @@ def test_generated_worlds_load(tmp_path: Path):
     repo = ResourceRepository.load(tmp_path / "a")
     assert len(repo) == 50 and len(repo.types()) >= 3
     assert _snapshot(tmp_path / "a") == _snapshot(tmp_path / "b")  # the same seed writes the same files
+
+
+def test_changes_are_listed_and_replay_onto_a_fresh_copy():
+    first = load_bundled()
+    first.set_property(COMPASS, "owner", MIRA)
+    first.add_note(BELL_CHAPTER, "Found again.")
+    assert [c["op"] for c in first.changes] == ["set_property", "add_note"]
+    second = load_bundled()
+    second.replay(first.changes)
+    assert second.get(COMPASS).properties["owner"] == MIRA
+    assert second.get(BELL_CHAPTER).properties["notes"] == ["Found again."]
+    assert second.changes == first.changes
+    with pytest.raises(ResourceError, match="unknown operation"):
+        second.replay([{"op": "delete", "uri": COMPASS}])

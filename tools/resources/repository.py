@@ -102,6 +102,7 @@ class ResourceRepository:
         self._index = SearchIndex()
         self._index.add_all((r.uri, r.type, r.properties) for r in self._records.values())
         self._version = 0
+        self._changes: list[dict[str, Any]] = []
 
     @classmethod
     def load(cls, folder: str | Path, *, writable: bool = False) -> ResourceRepository:
@@ -179,7 +180,8 @@ class ResourceRepository:
         if name in FIXED_PROPERTIES:
             raise ResourceError(f"{name!r} cannot be changed: it is part of the resource's URI")
         plain = _plain(value, name)
-        return self._change(uri, lambda properties: {**properties, name: plain})
+        change = {"op": "set_property", "uri": uri, "name": name, "value": plain}
+        return self._change(uri, lambda properties: {**properties, name: plain}, change)
 
     def add_note(self, uri: str, note: str) -> Resource:
         """Append ``note`` to the resource's ``notes`` list and return the changed resource.
@@ -200,14 +202,38 @@ class ResourceRepository:
                 raise ResourceError(f"{uri}: 'notes' is {type(notes).__name__}, not a list of notes")
             return {**properties, "notes": [*notes, note]}
 
-        return self._change(uri, append)
+        return self._change(uri, append, {"op": "add_note", "uri": uri, "note": note})
+
+    @property
+    def changes(self) -> list[dict[str, Any]]:
+        """Every change made since loading, oldest first (plain data: a run keeps it in its state)."""
+        with self._lock:
+            return [dict(change) for change in self._changes]
+
+    def replay(self, changes: Collection[dict[str, Any]]) -> None:
+        """Make ``changes`` (as ``changes`` lists them) again, in order.
+
+        An in-memory repository reloaded for a resumed run so gets back what the run had changed.
+
+        Raises:
+            ResourceError: A change names an unknown operation, or cannot be made.
+        """
+        for change in changes:
+            if change.get("op") == "set_property":
+                self.set_property(change["uri"], change["name"], change["value"])
+            elif change.get("op") == "add_note":
+                self.add_note(change["uri"], change["note"])
+            else:
+                raise ResourceError(f"cannot replay change {change!r}: unknown operation")
 
     def close(self) -> None:
         """Free the search index; the repository cannot search afterwards."""
         with self._lock:
             self._index.close()
 
-    def _change(self, uri: str, edit: Callable[[dict[str, Any]], dict[str, Any]]) -> Resource:
+    def _change(
+        self, uri: str, edit: Callable[[dict[str, Any]], dict[str, Any]], change: dict[str, Any]
+    ) -> Resource:
         """Apply ``edit`` to a copy of the properties; file, memory and index change together."""
         with self._lock:
             record = self._records.get(uri)
@@ -219,6 +245,7 @@ class ResourceRepository:
             resource = self._keep(changed)
             self._index.put(changed.uri, changed.type, changed.properties)
             self._version += 1
+            self._changes.append(change)
             return resource
 
     def _keep(self, record: Record) -> Resource:

@@ -2,19 +2,85 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langgraph_sdk.client import SyncLangGraphClient
 
 from graphs.registry import PROTOCOLS
 from nodes.events import Event
+from tests.graphs.test_goal_pursuit import GOAL, MIRA, approve, discover, execute, finalize
 from tests.helpers import turn, write_script
 from tests.studio.conftest import CONFIG, stream_events
 
 GRAPHS = sorted(CONFIG["graphs"])
 ASK = {"messages": [{"role": "user", "content": "Summarise the roadmap"}]}
 PYTHON_ONLY = {"chat_model", "tool_registry"}
+
+
+def _empty_workspace(tmp_path: Path) -> dict[str, str]:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    return {"workspace": str(empty)}  # the demo script's files are not there
+
+
+def _unknown_item(tmp_path: Path) -> dict[str, str]:
+    """A model that moves an item the story world does not have, then claims success."""
+    script = write_script(
+        tmp_path,
+        discover(),
+        execute("move_item", item_uri="res://item/no-such-item", to_uri=MIRA),
+        approve(),
+        discover(),
+        finalize("The item is back with its owner.", "success"),
+        approve(),
+    )
+    return {"model": script}
+
+
+@dataclass(frozen=True)
+class Demo:
+    """What a graph's offline demo does in Studio, and how to make it fail."""
+
+    ask: dict[str, Any] = field(default_factory=lambda: ASK)
+    #: Context fields only the Python API can set: Studio's form must not offer them.
+    python_only: frozenset[str] = frozenset(PYTHON_ONLY)
+    #: Context and output fields of the protocol's own that the forms must offer.
+    own_fields: frozenset[str] = frozenset()
+    outputs: frozenset[str] = frozenset()
+    #: The graph streams model text (``text`` events).
+    streams_text: bool = True
+    #: The tools the demo runs, in order (None: not checked).
+    tools: tuple[str, ...] | None = None
+    #: ``next`` at each pause point the demo stops at, until its first tool has run (None: not checked).
+    stops: tuple[tuple[str, ...], ...] | None = None
+    #: A script turn after which the script ends, though the run needs more.
+    last_turn: dict[str, Any] = field(default_factory=lambda: turn("", ("list_files", {"path": "docs"})))
+    #: A context with which every tool the demo calls fails.
+    failing_tools: Callable[[Path], dict[str, str]] = _empty_workspace
+
+
+DEMOS = {
+    "triggered_phase": Demo(),
+    "unified": Demo(),
+    "goal_pursuit": Demo(
+        ask={"messages": [{"role": "user", "content": GOAL}]},
+        python_only=frozenset({*PYTHON_ONLY, "resource_repository"}),
+        own_fields=frozenset(
+            {"mode", "min_iter", "max_iter", "max_context_rounds", "max_steps", "resources"}
+        ),
+        outputs=frozenset({"answer", "resolution", "operation_plan"}),
+        streams_text=False,
+        tools=("move_item", "add_chapter_note"),
+        # after iteration 1 (refined), iteration 2 (move_item approved), then move_item's execution
+        stops=(("discover_context",), ("execute_action",), ("discover_context",)),
+        last_turn=discover(),  # the action decision then finds the script ended
+        failing_tools=_unknown_item,
+    ),
+}
 
 
 def _types(events: list[Event]) -> list[str]:
@@ -32,40 +98,59 @@ def _assistant(client: SyncLangGraphClient, graph_id: str) -> str:
     return str(found[0]["assistant_id"])
 
 
+def test_every_graph_has_its_demo_expectations():
+    assert set(DEMOS) == set(GRAPHS)
+
+
 @pytest.mark.parametrize("graph_id", GRAPHS)
 def test_schemas_give_studio_an_input_form_and_a_context_form(client: SyncLangGraphClient, graph_id: str):
+    demo = DEMOS[graph_id]
     schemas = client.assistants.get_schemas(_assistant(client, graph_id))
     assert "messages" in schemas["input_schema"]["properties"]
     assert schemas["output_schema"]["properties"]
+    assert demo.outputs <= set(schemas["output_schema"]["properties"])
     context = schemas["context_schema"]["properties"]
-    assert {"model", "workspace", "project_id", "show_tool_outputs"} <= set(context)
-    assert not PYTHON_ONLY & set(context)
-    assert not PYTHON_ONLY & set((schemas.get("config_schema") or {}).get("properties", {}))
+    assert {"model", "workspace", "project_id", "show_tool_outputs", *demo.own_fields} <= set(context)
+    assert not demo.python_only & set(context)
+    assert not demo.python_only & set((schemas.get("config_schema") or {}).get("properties", {}))
     assert all(field.get("description") for field in context.values()), context
 
 
 @pytest.mark.parametrize("graph_id", GRAPHS)
 def test_an_empty_context_runs_the_demo_to_one_final_event(client: SyncLangGraphClient, graph_id: str):
+    demo = DEMOS[graph_id]
     thread = client.threads.create()
-    events, errors = stream_events(client, thread["thread_id"], graph_id, ASK, context={})
+    events, errors = stream_events(client, thread["thread_id"], graph_id, demo.ask, context={})
     assert errors == []
     assert _types(events).count("final") == 1 and events[-1].type == "final"
     assert "error" not in _types(events)
-    assert any(e.type == "text" for e in events)  # the graph streams its own text
+    assert any(e.type == "text" for e in events) == demo.streams_text  # the graph streams its own text
     results = [e for e in events if e.type == "tool_result"]
-    assert results and all(e.status == "ok" for e in results)  # the bundled demo workspace
+    assert results and all(e.status == "ok" for e in results)  # the bundled workspace or story world
+    assert demo.tools is None or tuple(e.name for e in results) == demo.tools
     assert not events[-1].all_tools_failed and events[-1].answer
 
 
 @pytest.mark.parametrize("graph_id", GRAPHS)
 def test_pause_at_the_pause_point_and_resume_runs_no_tool_twice(client: SyncLangGraphClient, graph_id: str):
-    straight, _ = stream_events(client, client.threads.create()["thread_id"], graph_id, ASK, context={})
+    demo = DEMOS[graph_id]
+    straight, _ = stream_events(client, client.threads.create()["thread_id"], graph_id, demo.ask, context={})
     thread_id = client.threads.create()["thread_id"]
     pause_after = list(PROTOCOLS[graph_id].pause_after)
-    first, errors = stream_events(client, thread_id, graph_id, ASK, context={}, interrupt_after=pause_after)
-    assert errors == [] and "final" not in _types(first)
-    paused = client.threads.get_state(thread_id)
-    assert paused["next"], "the run did not stop at its pause point"
+    first: list[Event] = []
+    stops: list[tuple[str, ...]] = []
+    while not _ran(first):  # stop at each pause point until a tool has run
+        assert len(stops) < 10, "no tool ran"
+        graph_input = None if stops else demo.ask
+        segment, errors = stream_events(
+            client, thread_id, graph_id, graph_input, context={}, interrupt_after=pause_after
+        )
+        assert errors == [] and "final" not in _types(segment)
+        paused = client.threads.get_state(thread_id)
+        assert paused["next"], "the run did not stop at its pause point"
+        first += segment
+        stops.append(tuple(paused["next"]))
+    assert demo.stops is None or tuple(stops) == demo.stops
     assert len(_ran(first)) >= 1
     rest, errors = stream_events(client, thread_id, graph_id, None, context={})
     assert errors == [] and _types(rest).count("final") == 1 and rest[-1].type == "final"
@@ -88,7 +173,27 @@ def test_a_bad_context_reaches_the_client_with_its_reason(
     client: SyncLangGraphClient, graph_id: str, context: dict[str, str], reason: str
 ):
     thread = client.threads.create()
-    events, errors = stream_events(client, thread["thread_id"], graph_id, ASK, context=context)
+    events, errors = stream_events(
+        client, thread["thread_id"], graph_id, DEMOS[graph_id].ask, context=context
+    )
+    assert events == []
+    assert len(errors) == 1 and reason in errors[0]["message"], errors
+
+
+@pytest.mark.parametrize(
+    ("context", "reason"),
+    [
+        ({"resources": "/no/such/folder"}, "resources folder '/no/such/folder' is not a folder"),
+        ({"min_iter": 5}, "min_iter (5) must be below max_iter (5)"),
+    ],
+)
+def test_a_bad_goal_pursuit_setting_reaches_the_client_with_its_reason(
+    client: SyncLangGraphClient, context: dict[str, Any], reason: str
+):
+    thread = client.threads.create()
+    events, errors = stream_events(
+        client, thread["thread_id"], "goal_pursuit", DEMOS["goal_pursuit"].ask, context=context
+    )
     assert events == []
     assert len(errors) == 1 and reason in errors[0]["message"], errors
 
@@ -97,9 +202,10 @@ def test_a_bad_context_reaches_the_client_with_its_reason(
 def test_a_failing_turn_ends_with_one_error_event_naming_the_cause(
     client: SyncLangGraphClient, graph_id: str, tmp_path: Path
 ):
-    script = write_script(tmp_path, turn("", ("list_files", {"path": "docs"})))  # no turn 2
+    demo = DEMOS[graph_id]
+    script = write_script(tmp_path, demo.last_turn)  # no turn 2
     thread = client.threads.create()
-    events, errors = stream_events(client, thread["thread_id"], graph_id, ASK, context={"model": script})
+    events, errors = stream_events(client, thread["thread_id"], graph_id, demo.ask, context={"model": script})
     assert _types(events)[-1] == "error" and _types(events).count("error") == 1
     assert "final" not in _types(events)
     assert events[-1].kind == "script" and "has no turn 2" in events[-1].message
@@ -110,11 +216,10 @@ def test_a_failing_turn_ends_with_one_error_event_naming_the_cause(
 def test_every_tool_failing_is_not_reported_as_success(
     client: SyncLangGraphClient, graph_id: str, tmp_path: Path
 ):
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    context = {"workspace": str(empty)}  # the demo script's files are not there
+    demo = DEMOS[graph_id]
+    context = demo.failing_tools(tmp_path)
     events, errors = stream_events(
-        client, client.threads.create()["thread_id"], graph_id, ASK, context=context
+        client, client.threads.create()["thread_id"], graph_id, demo.ask, context=context
     )
     assert errors == [] and events[-1].type == "final"
     assert {e.status for e in events if e.type == "tool_result"} == {"error"}

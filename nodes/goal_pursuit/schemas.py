@@ -9,19 +9,29 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+#: Most searches, and most URIs or tools, one plan may ask for: a runaway plan is corrected, not run.
+MAX_SEARCHES = 10
+MAX_ITEMS = 50
+
 
 class DiscoveryPlan(BaseModel):
     """Phase 1: what to add to the context before deciding."""
 
     discovery_analysis: str = Field(description="What the context already holds and what is still missing.")
     search_queries: list[str] = Field(
-        default_factory=list, description="Terms to search the resource repository for (its hits are listed)."
+        default_factory=list,
+        max_length=MAX_SEARCHES,
+        description="Terms to search the resource repository for (its hits are listed).",
     )
     query_resources: list[str] = Field(
-        default_factory=list, description="URIs (res://<type>/<id>) of resources to load into the context."
+        default_factory=list,
+        max_length=MAX_ITEMS,
+        description="URIs (res://<type>/<id>) of resources to load into the context.",
     )
     expand_tools: list[str] = Field(
-        default_factory=list, description="Tools whose full parameter schema you need to plan a call."
+        default_factory=list,
+        max_length=MAX_ITEMS,
+        description="Tools whose full parameter schema you need to plan a call.",
     )
     refinement_needed: bool = Field(
         default=False,
@@ -43,7 +53,9 @@ class PropertyRule(BaseModel):
 class RefinementPlan(BaseModel):
     """Phase 2: what to take out of the context, and the order of what stays."""
 
-    exclude_resources: list[str] = Field(default_factory=list, description="URIs to remove from the context.")
+    exclude_resources: list[str] = Field(
+        default_factory=list, max_length=MAX_ITEMS, description="URIs to remove from the context."
+    )
     exclude_properties: list[PropertyRule] = Field(
         default_factory=list, description="Properties to hide, per resource type."
     )
@@ -51,10 +63,14 @@ class RefinementPlan(BaseModel):
         default_factory=list, description="Per resource type, the only properties to show (optional)."
     )
     collapse_tools: list[str] = Field(
-        default_factory=list, description="Expanded tools to return to their one-line summary."
+        default_factory=list,
+        max_length=MAX_ITEMS,
+        description="Expanded tools to return to their one-line summary.",
     )
     sorted_segments: list[str] = Field(
-        default_factory=list, description="URIs of the context's resources, most relevant first."
+        default_factory=list,
+        max_length=MAX_ITEMS,
+        description="URIs of the context's resources, most relevant first.",
     )
 
 

@@ -371,6 +371,16 @@ async def test_an_unknown_tool_or_bad_parameters_are_corrected_once_then_an_erro
     assert result.error.kind == "invalid_model_output" and "move_item" in result.error.message
 
 
+async def test_a_runaway_plan_is_corrected_before_anything_runs():
+    runaway = discover(search_queries=[f"term {i}" for i in range(500)])
+    result, model, _ = await pursue(
+        runaway, discover(search_queries=["Grey Fox"]), discover(), finalize("ok"), approve()
+    )
+    assert result.final is not None and model.exhausted
+    assert "at most 10 items" in model.prompts[1][-1].text
+    assert [e.query for e in of_type(result, "context_update")] == ["Grey Fox"]  # none of the 500 ran
+
+
 async def test_an_oversized_answer_is_refused():
     huge = turn("", ("DiscoveryPlan", {"discovery_analysis": "x" * 5000}))
     result, _, _ = await pursue(huge, huge, max_tool_args_chars=1000)

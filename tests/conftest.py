@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,12 @@ import pytest
 
 from graphs.run import RunResult, run
 from nodes.models import DEMO_WORKSPACE
+from nodes.redact import redactor
+from nodes.settings import provider_settings, run_settings
 from nodes.trace import MemoryTraceStore
+
+#: The key 'openai:' specs use against the fake provider (tests check it never leaks).
+PROVIDER_KEY = "sk-test-SECRET-0123456789abcdef"
 
 
 @pytest.fixture
@@ -30,3 +36,25 @@ def collect(workspace: Path):
         return await run(protocol, message, traces=MemoryTraceStore(), **fields)
 
     return _collect
+
+
+@pytest.fixture
+def provider_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """Point 'openai:' specs at a (fake) provider for one test; cached settings re-read before and after."""
+
+    def configure(base_url: str, **env: str) -> None:
+        monkeypatch.setenv("OPENAI_API_KEY", PROVIDER_KEY)
+        monkeypatch.setenv("OPENAI_BASE_URL", base_url)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        _clear_settings()
+
+    yield configure
+    monkeypatch.undo()
+    _clear_settings()
+
+
+def _clear_settings() -> None:
+    provider_settings.cache_clear()
+    run_settings.cache_clear()
+    redactor.cache_clear()

@@ -7,7 +7,6 @@ The provider is a real OpenAI-compatible HTTP server on loopback (tests/fake_ope
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,8 +14,6 @@ import pytest
 from graphs.run import RunResult, run
 from nodes.goal_pursuit.context import GoalPursuitContext
 from nodes.goal_pursuit.schemas import ActionDecision, DiscoveryPlan, RefinementDecision
-from nodes.redact import redactor
-from nodes.settings import provider_settings, run_settings
 from nodes.structured import CORRECTION, JSON_INSTRUCTION
 from nodes.trace import MemoryTraceStore
 from tests.fake_openai import Reply, error, fake_openai, tool_reply
@@ -58,26 +55,14 @@ EXPECTED_PLAN = {
 
 
 @pytest.fixture
-def provider_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """Point 'openai:' specs at the fake server with no retries; cached settings re-read around it."""
+def provider_env(provider_env: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The shared provider fixture with no retries, a short timeout and the bundled story world."""
 
     def configure(base_url: str) -> None:
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-goal-pursuit")
-        monkeypatch.setenv("OPENAI_BASE_URL", base_url)
-        monkeypatch.setenv("PHASEGRAPH_MODEL_MAX_RETRIES", "0")
-        monkeypatch.setenv("PHASEGRAPH_MODEL_TIMEOUT_SECONDS", "10")
         monkeypatch.delenv("PHASEGRAPH_RESOURCES", raising=False)
-        _clear()
+        provider_env(base_url, PHASEGRAPH_MODEL_MAX_RETRIES="0", PHASEGRAPH_MODEL_TIMEOUT_SECONDS="10")
 
-    yield configure
-    monkeypatch.undo()
-    _clear()
-
-
-def _clear() -> None:
-    provider_settings.cache_clear()
-    run_settings.cache_clear()
-    redactor.cache_clear()
+    return configure
 
 
 async def pursue(**fields: Any) -> RunResult:

@@ -8,41 +8,16 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import pickle
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from langchain_openai import ChatOpenAI
 
 from nodes.errors import ConfigurationError, ProviderError
 from nodes.models import make_model
-from nodes.redact import redactor
-from nodes.settings import provider_settings, run_settings
+from tests.conftest import PROVIDER_KEY
 from tests.fake_openai import Reply, error, fake_openai
 
-KEY = "sk-test-SECRET-0123456789abcdef"
-
-
-@pytest.fixture
-def provider_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """Set provider/retry env for one test; the cached settings are re-read before and after."""
-
-    def configure(base_url: str, **env: str) -> None:
-        monkeypatch.setenv("OPENAI_API_KEY", KEY)
-        monkeypatch.setenv("OPENAI_BASE_URL", base_url)
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
-        _clear()
-
-    yield configure
-    monkeypatch.undo()
-    _clear()
-
-
-def _clear() -> None:
-    provider_settings.cache_clear()
-    run_settings.cache_clear()
-    redactor.cache_clear()
+KEY = PROVIDER_KEY
 
 
 async def test_429_then_500_then_a_streamed_answer_succeeds_after_three_requests(collect, provider_env):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Literal
 
+from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ValidationError
 
 from tools.context import ToolContext
@@ -60,15 +61,39 @@ class ToolRunner:
             raise ToolError(f"unknown tool {name!r}; available tools: {', '.join(self.registry.names())}")
         if not isinstance(args, dict):
             raise ToolError(f"arguments for {name!r} must be a JSON object, got {type(args).__name__}")
-        accepted = _fields(found.tool_call_schema)
-        unexpected = sorted(set(args) - accepted)
-        if unexpected:
-            raise ToolError(f"unexpected argument(s) {unexpected} for {name!r}; accepted: {sorted(accepted)}")
+        unexpected = _unexpected(found, args)
+        if unexpected is not None:
+            raise ToolError(unexpected)
         payload = dict(args)
         if CONTEXT_ARG in _fields(found.args_schema):
             payload[CONTEXT_ARG] = self.context
         output = await found.ainvoke(payload)
         return output if isinstance(output, str) else str(output)
+
+
+def argument_problem(tool: BaseTool, args: dict[str, Any]) -> str | None:
+    """Why ``args`` cannot be a call of ``tool`` (the runner's own words), or None.
+
+    For planning a call before running it; the runner itself leaves validation to the tool.
+    """
+    unexpected = _unexpected(tool, args)
+    if unexpected is not None:
+        return unexpected
+    schema = tool.tool_call_schema
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        try:
+            schema.model_validate(args)
+        except ValidationError as exc:
+            return _describe(exc)
+    return None
+
+
+def _unexpected(tool: BaseTool, args: dict[str, Any]) -> str | None:
+    accepted = _fields(tool.tool_call_schema)
+    unexpected = sorted(set(args) - accepted)
+    if unexpected:
+        return f"unexpected argument(s) {unexpected} for {tool.name!r}; accepted: {sorted(accepted)}"
+    return None
 
 
 def _fields(schema: Any) -> set[str]:

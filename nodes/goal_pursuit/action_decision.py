@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, ValidationError
 
 from nodes.emit import Emitter, reports_errors
 from nodes.events import Decision
@@ -14,6 +13,7 @@ from nodes.goal_pursuit.phases import run_phase
 from nodes.goal_pursuit.schemas import ActionDecision, planned_action
 from nodes.goal_pursuit.state import GoalPursuitState, progress
 from tools import ToolRegistry
+from tools.runner import argument_problem
 
 
 @reports_errors
@@ -48,15 +48,5 @@ def unusable_call(decision: ActionDecision, registry: ToolRegistry) -> str | Non
     found = registry.get(name)
     if found is None:
         return f"there is no tool {name!r}; the tools are: {', '.join(registry.names())}"
-    schema = found.tool_call_schema
-    if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
-        return None
-    unexpected = sorted(set(params) - set(schema.model_fields))
-    if unexpected:
-        return f"{name} has no parameter(s) {unexpected}; its parameters are {sorted(schema.model_fields)}"
-    try:
-        schema.model_validate(params)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        return f"the parameters of {name} are wrong: {problems}"
-    return None
+    problem = argument_problem(found, params)
+    return f"the parameters of {name} are wrong: {problem}" if problem is not None else None

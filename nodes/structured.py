@@ -145,14 +145,7 @@ async def _ask_tool_calling(
     model: BaseChatModel, prompt: list[BaseMessage], schema: type[M], *, auto: bool
 ) -> _Attempt:
     runnable = model.with_structured_output(schema, method="function_calling", include_raw=True)
-    try:
-        result = await runnable.ainvoke(prompt)
-    except PhasegraphError:
-        raise
-    except NotImplementedError:
-        raise
-    except Exception as exc:
-        raise provider_error(exc, model) from None
+    result = await _invoke(runnable, prompt, model)
     raw = result["raw"] if isinstance(result, dict) else None
     raw = raw if isinstance(raw, AIMessage) else None
     if isinstance(result, dict) and isinstance(result.get("parsed"), schema):
@@ -171,15 +164,22 @@ async def _ask_json_mode(model: BaseChatModel, prompt: list[BaseMessage], schema
     bound: Any = (
         model.bind(response_format={"type": "json_object"}) if isinstance(model, ChatOpenAI) else model
     )
+    # the instruction goes last as a user message: some providers take system messages only first
+    raw = await _invoke(bound, [*prompt, HumanMessage(instruction)], model)
+    return _parse_text(raw, schema) if isinstance(raw, AIMessage) else _Attempt(None, problem="no answer")
+
+
+async def _invoke(runnable: Any, prompt: list[BaseMessage], model: BaseChatModel) -> Any:
+    """``runnable.ainvoke(prompt)``, a provider's failure raised as a redacted ``ProviderError``.
+
+    ``NotImplementedError`` (a model without tool calling) passes, so ``auto`` can switch to JSON.
+    """
     try:
-        raw = await bound.ainvoke(
-            [*prompt, HumanMessage(instruction)]
-        )  # system messages only lead, for some providers
-    except PhasegraphError:
+        return await runnable.ainvoke(prompt)
+    except (PhasegraphError, NotImplementedError):
         raise
     except Exception as exc:
         raise provider_error(exc, model) from None
-    return _parse_text(raw, schema) if isinstance(raw, AIMessage) else _Attempt(None, problem="no answer")
 
 
 def _parse_text(raw: AIMessage, schema: type[M]) -> _Attempt:

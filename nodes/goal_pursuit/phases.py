@@ -106,15 +106,16 @@ def context_view(editor: ContextEditor, budget: int) -> dict[str, Any]:
         }
         for record in ctx.search_history
     ]
+    segments = [editor.segment(u) for u in ctx.workspace_segments]
     return {
-        "chars": editor.size(),
+        "chars": sum(map(len, segments)),
         "budget": budget,
         "queried": ctx.queried_resources,
         "excluded": ctx.excluded_resources,
         "filters": {t: rule.model_dump() for t, rule in ctx.property_filters.items()},
         "searches": searches,
         "missing": ctx.not_found,
-        "segments": [editor.segment(u) for u in ctx.workspace_segments],
+        "segments": segments,
     }
 
 

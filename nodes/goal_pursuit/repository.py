@@ -18,7 +18,8 @@ async def open_repository(context: GoalPursuitContext, state: Mapping[str, Any])
     fresh copy of an in-memory repository: the changes the run's tools made, kept in its state, are
     made again. A writable repository has them in its files already.
     """
-    repository = await asyncio.to_thread(context.repository)
+    loaded = context.resource_repository
+    repository = loaded if loaded is not None else await asyncio.to_thread(context.repository)
     made = state.get("resource_changes") or []
     if not repository.writable and len(repository.changes) < len(made):
         await asyncio.to_thread(repository.replay, made[len(repository.changes) :])

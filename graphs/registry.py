@@ -87,6 +87,14 @@ PROTOCOLS: dict[str, ProtocolSpec] = {
             module="graphs.goal_pursuit",
             pause_after=("analyze_refinement", "execute_action"),
         ),
+        ProtocolSpec(
+            id="agent_network",
+            seed="003",
+            summary="A published network of agents (validated at publish) hands control around with JSON "
+            "decisions until one responds; execution logs, control epochs, OpenTelemetry spans.",
+            module="graphs.agent_network",
+            pause_after=("use_tool", "route_to_agent"),
+        ),
     )
 }
 

@@ -140,8 +140,11 @@ async def stream_run(
     config: RunnableConfig = {"configurable": {"thread_id": thread_id or run_context.request_id}}
     graph = spec.compile(checkpointer)
     inputs = {"messages": [HumanMessage(message)]}
-    async for event in stream_graph(spec, graph, inputs, run_context, config, traces=traces):
-        yield event
+    try:
+        async for event in stream_graph(spec, graph, inputs, run_context, config, traces=traces):
+            yield event
+    finally:
+        run_context.close()
 
 
 async def run(protocol: str, message: str, **kwargs: Any) -> RunResult:

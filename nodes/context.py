@@ -57,6 +57,13 @@ class RunContext:
             "model reads why."
         },
     )
+    database: SkipJsonSchema[str] = field(
+        default_factory=lambda: run_settings().database,
+        metadata={
+            "description": "The server's database (memory | sqlite:PATH | postgresql://...), where protocols "
+            "read data published beside the checkpoints (agent networks). The server sets it."
+        },
+    )
     # Live objects for the Python API (tests, notebooks). SkipJsonSchema keeps them out of the
     # JSON schema langgraph-api serves, so Studio's form never offers them.
     chat_model: SkipJsonSchema[Any] = field(
@@ -104,6 +111,9 @@ class RunContext:
     def default_tools(self) -> ToolRegistry:
         """The tools a run has when it is given no registry (the protocol's own, or the workspace's)."""
         return default_registry()
+
+    def close(self) -> None:
+        """Release what the run held open; its driver calls this when the run ends or pauses."""
 
     def tool_context(self) -> ToolContext:
         """What tools get to know about this run."""

@@ -18,6 +18,10 @@ Phase = Literal[
     "action_decision",
     "refinement_analysis",
     "execution",
+    # agent_network's (seed 003)
+    "agent_step",
+    "tool_execution",
+    "agent_routing",
 ]
 
 
@@ -43,6 +47,9 @@ class EventBase(BaseModel):
     iteration: int | None = None
     context_round: int | None = None
     step: int | None = None
+    #: agent_network: the agent in control and its control epoch (from 1; a handoff starts the next).
+    agent: str | None = None
+    epoch: int | None = None
 
     def to_json(self) -> str:
         """Serialise with the wire names (``requestId``, ``phaseIndex``...)."""
@@ -89,6 +96,8 @@ class ToolCall(EventBase):
     name: str
     args: dict[str, Any]
     signature: str
+    #: agent_network: the key of the call's full payload in the tool execution log.
+    execution_id: str | None = None
 
 
 class ToolResultEvent(EventBase):
@@ -101,6 +110,7 @@ class ToolResultEvent(EventBase):
     duration_ms: float
     output: str | None = None
     error: str | None = None
+    execution_id: str | None = None
 
 
 class DuplicateToolCall(EventBase):
@@ -128,7 +138,14 @@ class BudgetExhaustedEvent(EventBase):
 
     type: Literal["budget_exhausted"] = "budget_exhausted"
     budget: Literal[
-        "cycles", "duplicates", "model_calls", "tool_calls", "iterations", "context_rounds", "steps"
+        "cycles",
+        "duplicates",
+        "model_calls",
+        "tool_calls",
+        "iterations",
+        "context_rounds",
+        "steps",
+        "tool_errors",
     ]
     limit: int
     used: int
@@ -172,6 +189,28 @@ class Verdict(EventBase):
     assessment_delta: dict[str, Any] = Field(default_factory=dict)
     #: An approved execute decision that came before ``min_iter`` allows execution.
     deferred: bool = False
+
+
+class AgentStep(EventBase):
+    """An agent of a network decided (agent_network); a refused decision says why and is not run."""
+
+    type: Literal["agent_step"] = "agent_step"
+    #: ``{action, action_reasoning, action_details}`` as the model answered.
+    decision: dict[str, Any]
+    #: Why the decision was not executed (a tool, parameter or route the agent does not have).
+    refused: str | None = None
+    prompt_chars: int
+    prompt_tokens: int | None = None
+    retries: int | None = None
+
+
+class Route(EventBase):
+    """Control passed from one agent to another (agent_network); ``epoch`` is the new control epoch."""
+
+    type: Literal["route"] = "route"
+    from_agent: str = Field(alias="from")
+    to_agent: str = Field(alias="to")
+    message: str | None = None
 
 
 class Final(EventBase):
@@ -222,6 +261,8 @@ class ErrorEvent(EventBase):
     type: Literal["error"] = "error"
     kind: str
     message: str
+    #: agent_network: the execution log so far, when a budget ended the run.
+    transcript: list[dict[str, Any]] | None = None
 
 
 Event = Annotated[
@@ -236,6 +277,8 @@ Event = Annotated[
     | ContextUpdate
     | Decision
     | Verdict
+    | AgentStep
+    | Route
     | Final
     | Paused
     | Resumed

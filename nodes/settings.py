@@ -56,6 +56,22 @@ class RunSettings(BaseSettings):
         description="Folder of the resource repository goal_pursuit discovers context in (its domain tools "
         "write changes back to the files). Empty: the bundled story world, changed in memory only.",
     )
+    database: str = Field(
+        default="sqlite:.phasegraph/state.db",
+        validation_alias="PHASEGRAPH_CHECKPOINTER",
+        description="Where published agent networks are read from when a run does not say: the "
+        "server's database (PHASEGRAPH_CHECKPOINTER).",
+    )
+    otel_exporter: Literal["none", "console", "otlp"] = Field(
+        default="none",
+        description="Where agent_network's OpenTelemetry spans go: none (the process's own tracer provider, "
+        "silent unless the host application set one), console, or otlp (configured by the standard "
+        "OTEL_EXPORTER_OTLP_* variables).",
+    )
+    otel_capture_prompts: bool = Field(
+        default=False,
+        description="Put prompt text on spans; off, spans carry only each prompt's size.",
+    )
 
 
 @lru_cache(maxsize=1)

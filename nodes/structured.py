@@ -55,6 +55,8 @@ class StructuredAnswer(Generic[M]):
     prompt_tokens: int | None  # its input tokens, when the provider reported usage
     method: Literal["tool_calling", "json_mode"]
     rejected: list[str]  # why each earlier answer was refused
+    raw: str = ""  # the accepted answer as the model sent it (its call's JSON arguments, or its text)
+    output_tokens: int | None = None  # its output tokens, when the provider reported usage
 
 
 @dataclass
@@ -109,6 +111,8 @@ async def ask_structured(
                 prompt_tokens=usage.get("input_tokens") if usage else None,
                 method=use,
                 rejected=rejected,
+                raw=_raw_text(attempt.raw),
+                output_tokens=usage.get("output_tokens") if usage else None,
             )
         rejected.append(problem)
         if on_reject is not None:
@@ -242,6 +246,15 @@ def _size_problem(raw: AIMessage | None, max_chars: int) -> str | None:
         if size > max_chars
         else None
     )
+
+
+def _raw_text(raw: AIMessage | None) -> str:
+    """What the model sent: its tool call's arguments as JSON, else its text."""
+    if raw is None:
+        return ""
+    if raw.tool_calls:
+        return json.dumps(raw.tool_calls[0]["args"], ensure_ascii=False)
+    return raw.text
 
 
 def _answer_text(raw: AIMessage | None) -> str:

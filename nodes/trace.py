@@ -18,6 +18,8 @@ TraceType = Literal[
     "orchestration_phase_start",
     "orchestration_phase_end",
     "model_output_rejected",
+    "agent_prompt",
+    "execution_log",
 ]
 
 

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.panel import Panel
 
 from nodes.events import (
+    AgentStep,
     BudgetExhaustedEvent,
     ContextUpdate,
     Decision,
@@ -18,6 +19,7 @@ from nodes.events import (
     IgnoredToolCall,
     PhaseEnd,
     PhaseStart,
+    Route,
     TextChunk,
     ToolCall,
     ToolResultEvent,
@@ -76,6 +78,12 @@ class EventRenderer:
                     later = " - deferred: too early (min_iter)" if event.deferred else ""
                     return f"  [green]✔ approved (confidence {event.confidence}){later}[/]"
                 return f"  [yellow]↻ refine: {', '.join(event.assessment_delta) or 'no assessment change'}[/]"
+            case AgentStep():
+                return _agent_step_line(event)
+            case Route():
+                note = f": {event.message}" if event.message else ""
+                handoff = f"{event.from_agent} hands control to {event.to_agent} (epoch {event.epoch})"
+                return f"[bold blue]⇢ {handoff}[/]{note}"
             case ToolCall():
                 return f"  [magenta]→ {event.name}[/]({_args(event.args)})"
             case ToolResultEvent():
@@ -96,10 +104,15 @@ class EventRenderer:
                 if event.all_tools_failed:
                     title += " - every tool call failed; it rests on no tool output"
                 border = "yellow" if event.all_tools_failed else "green"
+                if event.agent:
+                    title += f" from {event.agent}"
                 self.console.print(Panel(event.answer, title=title, border_style=border))
                 return None
             case ErrorEvent():
-                return f"[bold red]error ({event.kind}): {event.message}[/]"
+                steps = (
+                    f" ({len(event.transcript)} log entries in its transcript)" if event.transcript else ""
+                )
+                return f"[bold red]error ({event.kind}): {event.message}[/]{steps}"
         return None
 
 
@@ -109,6 +122,20 @@ def _progress(event: Event) -> str:
                  if event.context_round else "", f"step {event.step}" if event.step else ""]  # fmt: skip
         return ", ".join(p for p in parts if p) or "start"
     return f"cycle {event.cycle_index}"
+
+
+def _agent_step_line(event: AgentStep) -> str:
+    decision, details = event.decision, event.decision.get("action_details", {})
+    action = decision.get("action", "?")
+    what = {
+        "USE_TOOL": f"use {details.get('tool')}",
+        "ROUTE_TO_AGENT": f"route to {details.get('target_agent')}",
+        "RESPOND": "respond",
+    }.get(action, action)
+    head = f"[bold cyan]▶ step {event.step} · {event.agent} (epoch {event.epoch})[/] decides to {what}"
+    size = f" [dim](prompt {event.prompt_chars} chars)[/]"
+    refused = f"\n  [red]✗ refused: {event.refused}[/]" if event.refused else ""
+    return f"{head}{size}\n  [dim]{decision.get('action_reasoning', '')}[/]{refused}"
 
 
 def _phase_figures(event: PhaseEnd) -> str:

@@ -123,7 +123,10 @@ class RunManager:
         """Rebuild a request's Context from its record (works on any replica)."""
         spec = get_protocol(record.protocol)
         return spec.make_context(
-            **record.settings, request_id=record.request_id, workspace=self.settings.workspace
+            **record.settings,
+            request_id=record.request_id,
+            workspace=self.settings.workspace,
+            database=self.settings.checkpointer,
         )
 
     async def start(
@@ -457,6 +460,16 @@ class RunManager:
         spec, key = get_protocol(record.protocol), record.request_key
         graph, context, traces = self.graph(spec), self.context_for(record), _Buffer()
         self._queued[key] = record.last_seq
+        try:
+            await self._drive_segments(record, graph_input, config, graph, context, traces)
+        finally:
+            context.close()  # the run ended or paused here: what it held open is released
+
+    async def _drive_segments(
+        self, record: RequestRecord, graph_input: Any, config: RunnableConfig,
+        graph: CompiledStateGraph[Any, Any, Any, Any], context: RunContext, traces: _Buffer,
+    ) -> None:  # fmt: skip
+        spec, key = get_protocol(record.protocol), record.request_key
         written: asyncio.Future[None] | None = None
         while True:
             held: list[Event] = []  # the terminal event and anything after it

@@ -15,14 +15,14 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 from pydantic import BaseModel, Field, model_validator
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nodes.errors import ConflictError, NotFoundError
 from nodes.events import Event, parse_event
 from nodes.redact import redactor
 from nodes.trace import TraceEntry
 from server.migrate import upgrade_schema
+from tools.database import MEMORY_URL, open_engine
 
 Status = Literal["running", "paused", "cancelled", "completed", "failed"]
 
@@ -165,17 +165,6 @@ class RequestRecord(BaseModel):
         return self
 
 
-def engine_url(checkpointer: str) -> str:
-    """The SQLAlchemy URL of the database a checkpointer spec names."""
-    if checkpointer == "memory":
-        return "sqlite+aiosqlite://"
-    if checkpointer.startswith("sqlite:"):
-        return f"sqlite+aiosqlite:///{checkpointer.removeprefix('sqlite:')}"
-    if checkpointer.startswith(("postgresql://", "postgres://")):
-        return "postgresql+psycopg://" + checkpointer.split("://", 1)[1]
-    raise ValueError(f"unknown checkpointer {checkpointer!r}: use memory, sqlite:PATH or postgresql://...")
-
-
 def only_one(records: list[RequestRecord], what: str, how_to_choose: str) -> RequestRecord:
     """The one record of an id among the caller's projects: 404 with none, 409 with several.
 
@@ -203,13 +192,8 @@ class RequestStore:
     @classmethod
     def for_checkpointer(cls, checkpointer: str) -> RequestStore:
         """A store on the same database as ``checkpointer`` (an in-memory SQLite for ``memory``)."""
-        url = engine_url(checkpointer)
-        if url.startswith("sqlite"):
-            kwargs: dict[str, Any] = {"connect_args": {"timeout": 30}}
-            if url == "sqlite+aiosqlite://":
-                return cls(create_async_engine(url, poolclass=StaticPool, **kwargs), serialize=True)
-            return cls(create_async_engine(url, **kwargs))
-        return cls(create_async_engine(url, pool_pre_ping=True))
+        engine = open_engine(checkpointer)
+        return cls(engine, serialize=str(engine.url) == MEMORY_URL)
 
     async def setup(self) -> None:
         """Bring the tables to the newest schema (creating them, or migrating older ones)."""

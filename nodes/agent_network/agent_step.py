@@ -1,0 +1,140 @@
+"""An agent's step: build its prompt, ask for an AgentDecision, refuse what the agent may not do."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langchain_core.messages import HumanMessage, SystemMessage
+from langgraph.runtime import Runtime
+
+from nodes.agent_network.context import AgentNetworkContext
+from nodes.agent_network.execution_log import agent_entry, preview
+from nodes.agent_network.network import spans_of
+from nodes.agent_network.prompts import build_prompt
+from nodes.agent_network.schemas import AgentDecision, incomplete
+from nodes.agent_network.state import AgentNetworkState, progress
+from nodes.emit import Emitter, reports_errors
+from nodes.errors import PhasegraphError
+from nodes.events import AgentStep
+from nodes.structured import ask_structured
+from nodes.telemetry import prompt_attributes
+from tools.networks import CompiledAgent, NetworkSnapshot
+
+DECIDE = "Decide your next action for the user's request, as one JSON decision."
+
+
+@reports_errors
+async def run_agent_step(state: AgentNetworkState, runtime: Runtime[AgentNetworkContext]) -> dict[str, Any]:
+    """Ask the agent in control for its decision; a decision outside its limits is logged, not run."""
+    context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
+    agent = NetworkSnapshot.model_validate(state["network"]).agent(state["current_agent"])
+    step = state["steps"] + 1
+    update: dict[str, Any] = {"phase": "agent_step", "phase_index": state["phase_index"] + 1, "steps": step}
+    meta = progress({**state, **update})
+    prompt = build_prompt(agent, state, context.summary_chars)
+    spans = spans_of(context, state)
+    span = spans.start(f"step-{step}", f"invoke_agent {agent.key}", {
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent.key,
+        "gen_ai.conversation.id": spans.attributes["gen_ai.conversation.id"],
+        "phasegraph.step": step, "phasegraph.epoch": state["control_epoch"], **prompt_attributes(prompt),
+    })  # fmt: skip
+    try:
+        answer = await ask_structured(
+            lambda n: context.resolve_model(state["model_calls"] + n),
+            [SystemMessage(prompt), HumanMessage(DECIDE)],
+            AgentDecision,
+            method=context.structured_output,
+            check=incomplete,
+            max_chars=context.max_tool_args_chars,
+            on_reject=lambda problem, text: emitter.trace(
+                "model_output_rejected", problem=problem, text=text, **meta
+            ),
+        )
+    except PhasegraphError as exc:
+        spans.close(error=f"{exc.kind}: {exc}")
+        raise
+    decision = answer.value.model_dump(mode="json")
+    refusal = refuse(agent, answer.value)
+    for name, tokens in (("input", answer.prompt_tokens), ("output", answer.output_tokens)):
+        if tokens is not None:
+            span.set_attribute(f"gen_ai.usage.{name}_tokens", tokens)
+    span.add_event("gen_ai.agent.decision", {
+        "action": decision["action"], "reasoning": preview(decision["action_reasoning"], 120),
+        "details": preview(decision["action_details"], 120), **({"refused": refusal} if refusal else {}),
+    })  # fmt: skip
+    if refusal is not None:
+        spans.end(f"step-{step}", error=f"refused: {refusal}")
+    emitter.trace("agent_prompt", prompt=prompt, raw=answer.raw, **meta)
+    emitter.emit(
+        AgentStep, decision=decision, refused=refusal, prompt_chars=answer.prompt_chars,
+        prompt_tokens=answer.prompt_tokens, retries=len(answer.rejected) or None, **meta,
+    )  # fmt: skip
+    entry = agent_entry(
+        step, state["control_epoch"], agent.key, input_preview(state), decision,
+        prompt_chars=answer.prompt_chars, **({"refused": refusal} if refusal else {}),
+    )  # fmt: skip
+    return update | {
+        "decision": decision,
+        "refusal": refusal,
+        "execution_log": [*state["execution_log"], entry],
+        "tool_errors": state["tool_errors"] + (refusal is not None),
+        "model_calls": state["model_calls"] + answer.calls,
+    }
+
+
+def refuse(agent: CompiledAgent, decision: AgentDecision) -> str | None:
+    """Why ``agent`` may not do what it decided (a tool, parameter or route it lacks), or None."""
+    details = decision.action_details
+    if decision.action == "USE_TOOL":
+        tool = agent.tools.get(details.tool or "")
+        if tool is None:
+            mine = ", ".join(agent.tools) or "none"
+            return f"{agent.key} has no tool {details.tool!r} (its tools: {mine})"
+        extra = sorted(set(details.params) - set(tool.agent_params))
+        if extra:
+            return (
+                f"{agent.key} may not provide {', '.join(extra)} to {details.tool} "
+                f"(it provides: {', '.join(tool.agent_params) or 'nothing'})"
+            )
+    if decision.action == "ROUTE_TO_AGENT" and details.target_agent not in agent.routes:
+        return (
+            f"{agent.key} cannot route to {details.target_agent!r} "
+            f"(it may route to: {', '.join(agent.routes) or 'no agent'})"
+        )
+    if decision.action == "RESPOND" and not agent.allow_respond:
+        return f"{agent.key} may not respond; route to an agent that can"
+    return None
+
+
+def input_preview(state: AgentNetworkState) -> str:
+    """What the agent was deciding on: the user's message, its handoff note, or what it has gathered."""
+    if not state["execution_log"]:
+        return state["user_message"]
+    last = state["execution_log"][-1]
+    if last["agent_key"] != state["current_agent"] or last["epoch"] != state["control_epoch"]:
+        return state["handoff"] or f"control from {last['agent_key']}"
+    return f"{last['type']} step {last['step']}: {last.get('response_preview') or last['decision']['action']}"
+
+
+async def route_after_step(
+    state: AgentNetworkState, runtime: Runtime[AgentNetworkContext]
+) -> Literal["use_tool", "handoff", "respond", "refused", "steps_spent", "errors_spent"]:
+    """Run what the agent decided; a refused decision goes back to it, while the budgets last."""
+    if state["refusal"] is not None:
+        spent = budget_spent(state, runtime.context)
+        return spent if spent != "next_step" else "refused"
+    action = (state["decision"] or {}).get("action")
+    if action == "USE_TOOL":
+        return "use_tool"
+    return "handoff" if action == "ROUTE_TO_AGENT" else "respond"
+
+
+def budget_spent(
+    state: AgentNetworkState, context: AgentNetworkContext
+) -> Literal["next_step", "steps_spent", "errors_spent"]:
+    """Which budget ends the run now, if any: tool errors first, then steps."""
+    if state["tool_errors"] >= context.max_tool_errors:
+        return "errors_spent"
+    if state["steps"] >= context.max_steps:
+        return "steps_spent"
+    return "next_step"

@@ -1,0 +1,129 @@
+"""The execution log (ordered entries with previews) and the tool execution log (full payloads).
+
+Entries are JSON-safe dicts in the seed's two shapes, so they go into state, events, the
+request's trace and the ``/run`` answer unchanged. Previews are cut at fixed lengths; full tool
+payloads live only in the tool execution log, keyed by ``execution_id``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from tools import ToolResult
+
+INPUT_PREVIEW = 80
+REASONING_PREVIEW = 120
+DETAILS_PREVIEW = 120
+REQUEST_PREVIEW = 50
+RESPONSE_PREVIEW = 100
+
+
+def preview(value: Any, limit: int) -> str:
+    """One line of at most ``limit`` characters (JSON for anything but text)."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def agent_entry(
+    step: int, epoch: int, agent: str, input_preview: str, decision: dict[str, Any], **extra: Any
+) -> dict[str, Any]:
+    """An agent step: who decided what, with previews (``extra``: prompt size, refusal)."""
+    return {
+        "type": "agent",
+        "step": step,
+        "epoch": epoch,
+        "agent_key": agent,
+        "input_preview": preview(input_preview, INPUT_PREVIEW),
+        "decision": {
+            "action": decision["action"],
+            "action_reasoning": preview(decision["action_reasoning"], REASONING_PREVIEW),
+            "action_details": preview(decision["action_details"], DETAILS_PREVIEW),
+        },
+        **extra,
+    }
+
+
+def tool_entry(
+    step: int,
+    epoch: int,
+    agent: str,
+    tool: str,
+    execution_id: str,
+    params: dict[str, Any],
+    result: ToolResult,
+) -> dict[str, Any]:
+    """A tool step: previews of the request and the response; the payload goes to the tool log."""
+    return {
+        "type": "tool",
+        "step": step,
+        "epoch": epoch,
+        "agent_key": agent,
+        "tool_key": tool,
+        "execution_id": execution_id,
+        "request_preview": preview(params, REQUEST_PREVIEW),
+        "response_preview": preview(result.as_text(), RESPONSE_PREVIEW),
+        "status": result.status,
+        "duration_ms": round(result.duration_ms),
+    }
+
+
+def tool_payload(
+    step: int, epoch: int, agent: str, tool: str, params: dict[str, Any], result: ToolResult
+) -> dict[str, Any]:
+    """The full record of one tool call, as the tool execution log keeps it."""
+    return {
+        "agent_key": agent,
+        "tool_key": tool,
+        "step": step,
+        "epoch": epoch,
+        "merged_params": params,
+        "result": result.as_text(),
+        "status": result.status,
+        "duration_ms": round(result.duration_ms),
+        "timestamp": time.time(),
+    }
+
+
+def current_segment(log: list[dict[str, Any]], agent: str, epoch: int) -> list[dict[str, Any]]:
+    """Entries of ``agent``'s current continuous control: its epoch, after any other agent's last step.
+
+    Epochs change only when control passes to another agent, so this is the tail of the log
+    that belongs to ``epoch``; older epochs (other agents', or this agent's earlier turns) are
+    never part of it.
+    """
+    segment: list[dict[str, Any]] = []
+    for entry in reversed(log):
+        if entry["epoch"] != epoch or entry["agent_key"] != agent:
+            break
+        segment.append(entry)
+    return segment[::-1]
+
+
+def summary(log: list[dict[str, Any]], limit: int) -> str:
+    """The log as numbered lines of previews, newest kept when it must be cut to ``limit`` characters."""
+    lines = [_line(entry) for entry in log]
+    kept: list[str] = []
+    size = 0
+    for line in reversed(lines):
+        if size + len(line) + 1 > limit:
+            break
+        kept.append(line)
+        size += len(line) + 1
+    omitted = len(lines) - len(kept)
+    head = [f"({omitted} earlier entries omitted)"] if omitted else []
+    return "\n".join([*head, *reversed(kept)])
+
+
+def _line(entry: dict[str, Any]) -> str:
+    where = f"step {entry['step']}, epoch {entry['epoch']}, {entry['agent_key']}"
+    if entry["type"] == "tool":
+        return (
+            f"[{where}] tool {entry['tool_key']} ({entry['execution_id']}) {entry['status']}: "
+            f"{entry['request_preview']} -> {entry['response_preview']}"
+        )
+    decision = entry["decision"]
+    refused = f" REFUSED: {entry['refused']}" if entry.get("refused") else ""
+    return f"[{where}] {decision['action']}: {decision['action_details']}{refused}"

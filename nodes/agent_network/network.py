@@ -1,0 +1,81 @@
+"""Opening a run: pin the network snapshot it follows and reset the turn's logs and counters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+
+from nodes.agent_network.context import AgentNetworkContext
+from nodes.agent_network.state import AgentNetworkState
+from nodes.emit import reports_errors
+from nodes.errors import ConfigurationError, NotFoundError
+from nodes.telemetry import RunSpans
+from tools.networks import (
+    EXAMPLE_NETWORK,
+    NetworkError,
+    NetworkNotFound,
+    NetworkSnapshot,
+    compile_network,
+    load_definition,
+    open_network_store,
+)
+
+
+@reports_errors
+async def open_network(state: AgentNetworkState, runtime: Runtime[AgentNetworkContext]) -> dict[str, Any]:
+    """Load the network (published, from a file, or the bundled example) and start at its first agent."""
+    context = runtime.context
+    snapshot = await load_snapshot(context)
+    start = context.agent_key or snapshot.default_agent_key
+    if start not in snapshot.agents:
+        raise ConfigurationError(
+            f"network {snapshot.name!r} has no agent {start!r} to start at; "
+            f"agents: {', '.join(snapshot.agents)}"
+        )
+    message = next(m for m in reversed(state["messages"]) if isinstance(m, HumanMessage))
+    return {
+        "user_message": message.text,
+        "network": snapshot.model_dump(mode="json"),
+        "current_agent": start,
+        "control_epoch": 1,
+        "handoff": "",
+        "steps": 0,
+        "tool_errors": 0,
+        "decision": None,
+        "refusal": None,
+        "instructions": [],
+        "execution_log": [],
+        "tool_execution_log": {},
+        "model_calls": 0,
+        "phase": "agent_routing",
+        "phase_index": state.get("phase_index", 0),
+        "answer": "",
+        "responder": None,
+    }
+
+
+async def load_snapshot(context: AgentNetworkContext) -> NetworkSnapshot:
+    """The snapshot a run follows: a published version, a file compiled now, or the bundled example."""
+    if not context.network:
+        try:
+            definition = load_definition(context.network_file or EXAMPLE_NETWORK)
+            return compile_network(definition, context.registry())
+        except NetworkError as exc:
+            raise ConfigurationError(str(exc)) from exc
+    store = context.network_store or open_network_store(context.database)
+    try:
+        return await store.get(context.project_id, context.network, context.network_version or None)
+    except NetworkNotFound as exc:
+        raise NotFoundError(str(exc)) from exc
+    finally:
+        if context.network_store is None:
+            await store.close()
+
+
+def spans_of(context: AgentNetworkContext, state: AgentNetworkState) -> RunSpans:
+    """The run's spans; the root names the network and the conversation (the LangGraph thread)."""
+    thread = get_config().get("configurable", {}).get("thread_id") or context.request_id
+    return context.spans(state["network"]["name"], str(thread))

@@ -1,0 +1,73 @@
+"""USE_TOOL: run the tool for the agent in control, with system parameters merged in; control stays."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+from uuid import uuid4
+
+from langgraph.runtime import Runtime
+
+from nodes.agent_network.agent_step import budget_spent
+from nodes.agent_network.context import AgentNetworkContext
+from nodes.agent_network.execution_log import preview, tool_entry, tool_payload
+from nodes.agent_network.network import spans_of
+from nodes.agent_network.schemas import Instruction
+from nodes.agent_network.state import AgentNetworkState, progress
+from nodes.emit import Emitter, reports_errors
+from nodes.tool_calls import execute_tool_call
+from tools.networks import NetworkSnapshot, tool_catalogue
+
+
+@reports_errors
+async def use_tool(state: AgentNetworkState, runtime: Runtime[AgentNetworkContext]) -> dict[str, Any]:
+    """Execute the decided call; its full result goes to the tool execution log under a new id."""
+    context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
+    agent = NetworkSnapshot.model_validate(state["network"]).agent(state["current_agent"])
+    details = (state["decision"] or {})["action_details"]
+    tool, step, epoch = details["tool"], state["steps"], state["control_epoch"]
+    registry = context.registry()
+    equipped = agent.tools[tool]
+    accepted = tool_catalogue(registry.select([tool]))[tool].params
+    system = {**equipped.system_params, **context.system_params}
+    params = {
+        **{k: v for k, v in system.items() if k in accepted and k not in equipped.agent_params},
+        **details["params"],
+    }
+    update: dict[str, Any] = {"phase": "tool_execution", "phase_index": state["phase_index"] + 1}
+    execution_id = uuid4().hex
+    meta = progress({**state, **update}) | {"execution_id": execution_id}
+    spans = spans_of(context, state)
+    span = spans.start(f"tool-{execution_id}", f"execute_tool {tool}", {
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool, "gen_ai.tool.type": "function",
+        "gen_ai.tool.call.id": execution_id, "gen_ai.agent.name": agent.key,
+    }, parent=f"step-{step}")  # fmt: skip
+    call = {"id": execution_id, "name": tool, "args": params}
+    signature = registry.signature(tool, params, context.project_id)
+    result = await execute_tool_call(context, emitter, registry, call, signature, meta)
+    span.add_event("gen_ai.tool.result", {"status": result.status, "preview": preview(result.as_text(), 100)})
+    failed = result.error if result.status == "error" else None
+    spans.end(f"tool-{execution_id}", error=failed)
+    spans.end(f"step-{step}", error=failed)
+    instruction = Instruction(
+        step=step, epoch=epoch, agent=agent.key, action="USE_TOOL", tool=tool, params=params,
+        execution_id=execution_id,
+    )  # fmt: skip
+    return update | {
+        "execution_log": [
+            *state["execution_log"],
+            tool_entry(step, epoch, agent.key, tool, execution_id, params, result),
+        ],
+        "tool_execution_log": {
+            **state["tool_execution_log"],
+            execution_id: tool_payload(step, epoch, agent.key, tool, params, result),
+        },
+        "instructions": [*state["instructions"], instruction.model_dump(mode="json")],
+        "tool_errors": state["tool_errors"] + (result.status == "error"),
+    }
+
+
+async def route_after_action(
+    state: AgentNetworkState, runtime: Runtime[AgentNetworkContext]
+) -> Literal["next_step", "steps_spent", "errors_spent"]:
+    """The next decision, while the step and tool-error budgets last."""
+    return budget_spent(state, runtime.context)

@@ -1,0 +1,40 @@
+"""Agent networks (seed 003): definitions, publish-time validation, compiled snapshots and their store."""
+
+from pathlib import Path
+
+from tools.networks.definition import (
+    AgentDefinition,
+    EquippedTool,
+    NetworkDefinition,
+    load_definition,
+    parse_definition,
+)
+from tools.networks.errors import NetworkError, NetworkNotFound, NetworkValidationError
+from tools.networks.snapshot import CompiledAgent, NetworkSnapshot, compile_network, tool_catalogue
+from tools.networks.store import NetworkStore, NetworkSummary, open_network_store
+from tools.networks.validation import network_problems
+
+#: Bundled network files: a working example (research.yaml) and a deliberately broken one.
+EXAMPLES = Path(__file__).parent / "examples"
+EXAMPLE_NETWORK = EXAMPLES / "research.yaml"
+
+__all__ = [
+    "EXAMPLES",
+    "EXAMPLE_NETWORK",
+    "AgentDefinition",
+    "CompiledAgent",
+    "EquippedTool",
+    "NetworkDefinition",
+    "NetworkError",
+    "NetworkNotFound",
+    "NetworkSnapshot",
+    "NetworkStore",
+    "NetworkSummary",
+    "NetworkValidationError",
+    "compile_network",
+    "load_definition",
+    "network_problems",
+    "open_network_store",
+    "parse_definition",
+    "tool_catalogue",
+]

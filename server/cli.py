@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import logging
 from collections.abc import Callable
 from typing import Annotated, Any, NoReturn
@@ -18,6 +19,7 @@ from nodes.events import ErrorEvent, Event, Final
 from nodes.models import DEMO_MODEL, DEMO_WORKSPACE
 from nodes.redact import RedactingFilter, redact_logging
 from server.checkpoints import DEFAULT_PAGE, MAX_PAGE
+from server.networks_cli import network_app
 from server.render import EventRenderer
 
 app = typer.Typer(help="Orchestration protocols for tool-using LLM agents.", no_args_is_help=True)
@@ -32,10 +34,23 @@ def run_command(
     project: Annotated[str, typer.Option(help="Project id.")] = "default",
     show_tool_outputs: Annotated[bool, typer.Option(help="Include raw tool outputs.")] = False,
     json_lines: Annotated[bool, typer.Option("--json", help="One event per line, as JSON.")] = False,
+    setting: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--setting",
+            "-s",
+            help="A Context field of the protocol as KEY=VALUE (VALUE read as JSON when it parses), "
+            "e.g. -s network=research -s max_steps=6. Repeatable.",
+        ),
+    ] = None,
 ) -> None:
     """Run one user turn and stream its events; exit 0 on a final answer, 1 after an error."""
     out, notes = Console(), Console(stderr=True, soft_wrap=True)
     _spec_or_exit(protocol, json_lines)
+    try:
+        extra = _settings(setting or [])
+    except ConfigurationError as exc:
+        _refuse(exc, json_lines)
     if model is None:
         model = DEMO_MODEL
         workspace = workspace or str(DEMO_WORKSPACE)
@@ -45,6 +60,7 @@ def run_command(
         "workspace": workspace or ".",
         "project_id": project,
         "show_tool_outputs": show_tool_outputs,
+        **extra,
     }
     render: Callable[[Event], None] = _print_json if json_lines else EventRenderer(out)
     try:
@@ -113,6 +129,9 @@ def inspect_command(
         _refuse(exc, json_lines=False)
 
 
+app.add_typer(network_app, name="network")
+
+
 def main() -> None:
     """Console-script entry point."""
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
@@ -128,6 +147,20 @@ async def _stream(
         render(event)
         finished = finished or isinstance(event, Final)
     return finished
+
+
+def _settings(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs as Context fields; a value is JSON when it parses as JSON, else text."""
+    fields: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigurationError(f"--setting takes KEY=VALUE, got {pair!r}")
+        try:
+            fields[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            fields[key.strip()] = value
+    return fields
 
 
 def _spec_or_exit(protocol: str, json_lines: bool = False) -> ProtocolSpec:

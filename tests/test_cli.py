@@ -134,3 +134,50 @@ def test_a_run_whose_every_tool_failed_says_so(tmp_path: Path):
     assert result.exit_code == 0, result.output
     assert "every tool call failed" in result.stdout
     assert "every tool call failed" not in runner.invoke(app, ["run", "triggered_phase", "Summarise"]).stdout
+
+
+BROKEN = str(Path(__file__).parents[1] / "tools" / "networks" / "examples" / "broken.yaml")
+EXAMPLE = str(Path(__file__).parents[1] / "tools" / "networks" / "examples" / "research.yaml")
+
+
+def test_network_validate_lists_every_problem_and_exits_one():
+    result = runner.invoke(app, ["network", "validate", BROKEN])
+    assert result.exit_code == 1
+    problems = [line for line in result.stderr.splitlines() if line.startswith("  - ")]
+    assert len(problems) == 5 and "routes to 'editor'" in result.stderr
+    valid = runner.invoke(app, ["network", "validate", EXAMPLE])
+    assert valid.exit_code == 0 and "network 'research' is valid (3 agents" in valid.stdout
+
+
+def test_network_publish_list_and_run_by_name(tmp_path: Path, workspace: Path):
+    database = ["--database", f"sqlite:{tmp_path / 'state.db'}"]
+    first = runner.invoke(app, ["network", "publish", EXAMPLE, "--project", "p1", *database])
+    assert first.exit_code == 0 and "published research version 1 in project 'p1'" in first.stdout
+    again = runner.invoke(app, ["network", "publish", EXAMPLE, "--project", "p1", *database])
+    assert "unchanged: already published research version 1" in again.stdout
+    listed = runner.invoke(app, ["network", "list", *database])
+    assert listed.exit_code == 0 and "p1/research v1: 3 agents, starts at triage" in listed.stdout
+    refused = runner.invoke(app, ["network", "publish", BROKEN, *database])
+    assert refused.exit_code == 1 and "cannot be published" in refused.stderr
+    memory = runner.invoke(app, ["network", "publish", EXAMPLE, "--database", "memory"])
+    assert memory.exit_code == 1 and "keeps nothing" in memory.stderr
+    ran = runner.invoke(
+        app, ["run", "agent_network", "Who works on the streaming server?", "--json", "--model", "scripted:demo",
+              "--workspace", str(workspace), "--project", "p1", "-s", "network=research", "-s", "network_version=1",
+              "-s", f"database=sqlite:{tmp_path / 'state.db'}"],
+    )  # fmt: skip
+    assert ran.exit_code == 0, ran.output
+    events = _events(ran.stdout)
+    assert isinstance(events[-1], Final) and events[-1].agent == "writer"
+    missing = runner.invoke(app, ["run", "agent_network", "x", "--json", "-s", "network=research", "-s",
+                                  f"database=sqlite:{tmp_path / 'state.db'}"])  # fmt: skip
+    assert missing.exit_code == 1 and _events(missing.stdout)[-1].type == "error"  # project default has none
+
+
+def test_settings_must_be_key_value_and_known_fields():
+    bad = runner.invoke(app, ["run", "agent_network", "x", "--json", "-s", "max_steps"])
+    assert bad.exit_code == 2 and "KEY=VALUE" in bad.stderr
+    unknown = runner.invoke(app, ["run", "agent_network", "x", "--json", "-s", "colour=blue"])
+    assert (
+        unknown.exit_code == 2 and _events(unknown.stdout)[0].type == "error" and "colour" in unknown.stderr
+    )

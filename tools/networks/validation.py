@@ -32,7 +32,8 @@ def default_agent(network: NetworkDefinition) -> list[str]:
     if not defaults:
         return ["No agent is marked is_default: a run would not know which agent starts; mark exactly one."]
     if len(defaults) > 1:
-        return [f"Agents {_names(defaults)} are all marked is_default; exactly one agent may start runs."]
+        every = "both" if len(defaults) == 2 else "all"
+        return [f"Agents {_names(defaults)} are {every} marked is_default; exactly one agent may start runs."]
     return []
 
 

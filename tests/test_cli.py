@@ -162,9 +162,9 @@ def test_network_publish_list_and_run_by_name(tmp_path: Path, workspace: Path):
     memory = runner.invoke(app, ["network", "publish", EXAMPLE, "--database", "memory"])
     assert memory.exit_code == 1 and "keeps nothing" in memory.stderr
     ran = runner.invoke(
-        app, ["run", "agent_network", "Who works on the streaming server?", "--json", "--model", "scripted:demo",
-              "--workspace", str(workspace), "--project", "p1", "-s", "network=research", "-s", "network_version=1",
-              "-s", f"database=sqlite:{tmp_path / 'state.db'}"],
+        app, ["run", "agent_network", "Who works on the streaming server?", "--json", "--model",
+              "scripted:demo", "--workspace", str(workspace), "--project", "p1", "-s", "network=research",
+              "-s", "network_version=1", "-s", f"database=sqlite:{tmp_path / 'state.db'}"],
     )  # fmt: skip
     assert ran.exit_code == 0, ran.output
     events = _events(ran.stdout)

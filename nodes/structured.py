@@ -107,7 +107,9 @@ async def ask_structured(
             return StructuredAnswer(
                 value=attempt.value,
                 calls=call + 1,
-                prompt_chars=sum(len(m.text) for m in prompt),
+                # what was sent: JSON mode adds its instruction and the schema to the prompt
+                prompt_chars=sum(len(m.text) for m in prompt)
+                + (len(_json_instruction(schema)) if use == "json_mode" else 0),
                 prompt_tokens=usage.get("input_tokens") if usage else None,
                 method=use,
                 rejected=rejected,
@@ -164,7 +166,7 @@ async def _ask_tool_calling(
 
 
 async def _ask_json_mode(model: BaseChatModel, prompt: list[BaseMessage], schema: type[M]) -> _Attempt:
-    instruction = JSON_INSTRUCTION.format(schema=json.dumps(schema.model_json_schema()))
+    instruction = _json_instruction(schema)
     bound: Any = (
         model.bind(response_format={"type": "json_object"}) if isinstance(model, ChatOpenAI) else model
     )
@@ -184,6 +186,10 @@ async def _invoke(runnable: Any, prompt: list[BaseMessage], model: BaseChatModel
         raise
     except Exception as exc:
         raise provider_error(exc, model) from None
+
+
+def _json_instruction(schema: type[BaseModel]) -> str:
+    return JSON_INSTRUCTION.format(schema=json.dumps(schema.model_json_schema()))
 
 
 def _parse_text(raw: AIMessage, schema: type[M]) -> _Attempt:

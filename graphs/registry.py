@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, get_type_hints
 
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
+from pydantic import TypeAdapter, ValidationError
 
 from nodes.context import RunContext
 from nodes.errors import ConfigurationError
@@ -41,6 +43,29 @@ class ProtocolSpec:
             return self.context_schema(**fields)
         except TypeError as exc:
             raise ConfigurationError(f"bad settings for protocol {self.id!r}: {exc}") from exc
+
+    def client_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """Settings a remote client sent, checked against the fields the protocol lets clients set.
+
+        Values are checked strictly against the fields' types (3 is not "3"); anything else is a
+        ``ConfigurationError`` naming the field.
+        """
+        schema = self.context_schema
+        allowed = schema.CLIENT_SETTINGS
+        unknown = sorted(set(settings) - allowed)
+        if unknown:
+            settable = ", ".join(sorted(allowed)) or "none"
+            raise ConfigurationError(
+                f"settings.{unknown[0]} cannot be set for protocol {self.id!r} (settable: {settable})"
+            )
+        hints = get_type_hints(schema)
+        checked: dict[str, Any] = {}
+        for key, value in settings.items():
+            try:
+                checked[key] = TypeAdapter(hints[key]).validate_python(value, strict=True)
+            except ValidationError as exc:
+                raise ConfigurationError(f"settings.{key}: {exc.errors()[0]['msg']}") from None
+        return checked
 
     def compile(self, checkpointer: Checkpointer = None, *, pausable: bool = False) -> CompiledStateGraph:
         """A compiled graph of this protocol, with ``checkpointer`` when given.

@@ -24,6 +24,8 @@ class RunContext:
     PROTOCOL: ClassVar[str] = ""
     #: The script behind 'scripted:demo' for this protocol (its offline demo).
     DEMO_SCRIPT: ClassVar[Path] = DEMO_SCRIPT
+    #: Fields a remote client may set in a request's ``settings`` (the server sets the others).
+    CLIENT_SETTINGS: ClassVar[frozenset[str]] = frozenset()
 
     model: str = field(
         default=DEMO_MODEL,

@@ -35,6 +35,7 @@ from nodes.models import public_spec
 from nodes.settings import ServerSettings
 from server.auth import Access, access_for, parse_tokens
 from server.checkpoints import DEFAULT_PAGE, MAX_PAGE, checkpoint_values, timeline
+from server.networks import InvalidNetwork, network_routes
 from server.persistence import open_checkpointer
 from server.responses import (
     STARTS,
@@ -49,6 +50,7 @@ from server.responses import (
 from server.runs import RunManager
 from server.sse import to_sse
 from server.store import RequestRecord, RequestStore, only_one
+from tools.networks import open_network_store
 
 STATIC = Path(__file__).parent / "static"
 FALLBACK_ROUTE = "/api/chat/messages"
@@ -114,6 +116,11 @@ class ChatRequest(_Body):
     model: str | None = None
     show_tool_outputs: bool = False
     on_disconnect: Literal["stop", "continue"] = "stop"
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Run settings the protocol lets clients choose (agent_network: network, "
+        "network_version, agent_key, max_steps, max_tool_errors, system_params); others are refused.",
+    )
 
 
 class ResumeFrom(_Body):
@@ -148,11 +155,13 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
             await store.setup()
             manager = RunManager(settings, store, saver)
             app.state.manager = manager
+            app.state.networks = open_network_store(settings.checkpointer)
             await manager.open()
             try:
                 yield
             finally:
                 await manager.close()
+                await app.state.networks.close()
                 await store.close()
 
     # FastAPI refuses a larger body with 413 while it streams in, before anything parses it.
@@ -162,9 +171,11 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     @app.exception_handler(PhasegraphError)
     async def _phasegraph_error(request: Request, exc: PhasegraphError) -> JSONResponse:
         status = next((code for kind, code in _STATUS.items() if isinstance(exc, kind)), 500)
-        body = {"error": exc.kind, "message": str(exc)}
+        body: dict[str, Any] = {"error": exc.kind, "message": str(exc)}
         if isinstance(exc, _TwoStageDisabled):
             body["fallback"] = FALLBACK_ROUTE  # the one switch: clients move to this route
+        if isinstance(exc, InvalidNetwork):
+            body["problems"] = exc.problems
         return JSONResponse(body, status_code=status)
 
     @app.exception_handler(HTTPException)
@@ -194,6 +205,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     _add_stream_routes(app, settings, caller)
     _add_request_routes(app, caller)
     _add_checkpoint_routes(app, caller)
+    app.include_router(network_routes(caller))
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -277,6 +289,7 @@ def _add_stream_routes(app: FastAPI, settings: ServerSettings, caller: Caller) -
         return await _manager(request).start(
             protocol, body.message, project_id=body.project_id, request_id=body.request_id,
             thread_id=body.thread_id, model=body.model, show_tool_outputs=body.show_tool_outputs,
+            settings=body.settings,
         )  # fmt: skip
 
     def starter(protocol: str, *, two_stage: bool = False) -> Any:

@@ -33,6 +33,9 @@ class ErrorBody(BaseModel):
         description="Only on the 404 of a disabled two-stage route: the route to use instead.",
         examples=["/api/chat/messages"],
     )
+    problems: list[str] | None = Field(
+        default=None, description="Only on a refused network: every rule it breaks, each a sentence."
+    )
 
 
 class ValidationIssue(BaseModel):
@@ -53,7 +56,7 @@ class ValidationFailure(BaseModel):
 HTTP_KINDS = {401: "unauthorized", 403: "forbidden", 404: "not_found", 413: "too_large"}
 
 _WHY = {
-    400: "The body is not JSON, or names a model or script this server cannot use.",
+    400: "The body is not JSON, or names a model, script or setting this server cannot use.",
     401: "No bearer token, or an unknown one (only when the server has tokens).",
     403: "The token does not cover the project.",
     404: "The request, thread, checkpoint or protocol does not exist (or is not visible to the caller).",
@@ -150,7 +153,7 @@ def document_settings(schema: dict[str, Any], settings: ServerSettings) -> dict[
         schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
         body = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
         for path, operations in schema["paths"].items():
-            if path.startswith("/api/"):
+            if path.startswith("/api/") or path == "/run":
                 for operation in operations.values():
                     operation["security"] = [{"bearer": []}]
                     operation["responses"]["401"] = {"description": _WHY[401], "content": body}

@@ -131,10 +131,14 @@ class RunManager:
 
     async def start(
         self, protocol: str, message: str, *, project_id: str, request_id: str | None, thread_id: str | None,
-        model: str | None, show_tool_outputs: bool,
+        model: str | None, show_tool_outputs: bool, settings: dict[str, Any] | None = None,
     ) -> RequestRecord:  # fmt: skip
-        """Create a request and start its run in the background."""
+        """Create a request and start its run in the background.
+
+        ``settings`` are the Context fields the client chose (checked against what the protocol allows).
+        """
         spec = get_protocol(protocol)
+        client = spec.client_settings(settings or {})
         if not message.strip():
             raise ConfigurationError("the message is empty: say what the agent should do")
         chosen = self._allowed_model(model)
@@ -146,8 +150,8 @@ class RunManager:
         if taken:
             raise ConflictError(f"request {request_id!r} already exists; resume it or use a new requestId")
         thread_key = await self._thread_key(first, thread_id, spec.id, project_id)
-        settings = {"model": chosen, "project_id": project_id, "show_tool_outputs": show_tool_outputs}
-        record = self._new_record(request_id, project_id, spec.id, thread_id, thread_key, settings)
+        fields = {**client, "model": chosen, "project_id": project_id, "show_tool_outputs": show_tool_outputs}
+        record = self._new_record(request_id, project_id, spec.id, thread_id, thread_key, fields)
         self.context_for(record)  # a bad model spec fails here, before anything is stored
         await self.store.create(record)
         graph_input = {"messages": [HumanMessage(message)]}

@@ -6,6 +6,7 @@ from tools.networks.definition import (
     AgentDefinition,
     EquippedTool,
     NetworkDefinition,
+    definition_from,
     load_definition,
     parse_definition,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "NetworkSummary",
     "NetworkValidationError",
     "compile_network",
+    "definition_from",
     "load_definition",
     "network_problems",
     "open_network_store",

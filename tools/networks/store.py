@@ -40,6 +40,7 @@ class NetworkSummary:
     agents: int
     default_agent_key: str
     published_at: float
+    agent_keys: list[str]
 
 
 class NetworkStore(Protocol):
@@ -61,7 +62,7 @@ class NetworkStore(Protocol):
 def _summary(project_id: str, snapshot: NetworkSnapshot) -> NetworkSummary:
     return NetworkSummary(
         project_id, snapshot.name, snapshot.version, len(snapshot.agents), snapshot.default_agent_key,
-        snapshot.published_at,
+        snapshot.published_at, list(snapshot.agents),
     )  # fmt: skip
 
 

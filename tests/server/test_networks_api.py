@@ -1,0 +1,199 @@
+"""The agent-network API on a real server: publish and list networks, POST /run, settings, spans over OTLP."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from tests.server.conftest import stream
+from tools.networks import EXAMPLE_NETWORK, EXAMPLES
+
+QUESTION = "Who works on the streaming server, and which roadmap milestone covers streaming?"
+RESEARCH = yaml.safe_load(EXAMPLE_NETWORK.read_text(encoding="utf-8"))
+BROKEN = yaml.safe_load((EXAMPLES / "broken.yaml").read_text(encoding="utf-8"))
+
+
+class Collector(ThreadingHTTPServer):
+    """An OTLP/HTTP trace collector on loopback: it keeps the spans it is sent."""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Receive)
+        self.spans: list[Any] = []
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1/traces"
+
+
+class _Receive(BaseHTTPRequestHandler):
+    server: Collector
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        export = ExportTraceServiceRequest.FromString(body)
+        for resource in export.resource_spans:
+            for scope in resource.scope_spans:
+                self.server.spans.extend(scope.spans)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+@pytest.fixture
+def collector() -> Iterator[Collector]:
+    server = Collector()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+
+
+def test_publish_list_and_run_a_network_by_name(servers):
+    server = servers()
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        published = client.post("/api/networks", json={"projectId": "p1", "definition": RESEARCH})
+        assert published.status_code == 201, published.text
+        assert published.json()["version"] == 1 and published.json()["agents"] == [
+            "triage",
+            "researcher",
+            "writer",
+        ]
+        again = client.post("/api/networks", json={"projectId": "p1", "definition": RESEARCH})
+        assert again.json()["version"] == 1
+        changed = client.post(
+            "/api/networks", json={"projectId": "p1", "definition": {**RESEARCH, "description": "v2"}}
+        )
+        assert changed.json()["version"] == 2
+        listed = client.get("/api/networks").json()
+        assert [(n["projectId"], n["name"], n["version"]) for n in listed] == [("p1", "research", 2)]
+        assert (
+            client.get("/api/networks/research", params={"projectId": "p1", "version": 1}).json()["version"]
+            == 1
+        )
+
+        answer = client.post("/run", json={"network": "research", "version": 1, "project_id": "p1",
+                                           "user_message": QUESTION, "request_id": "run-1"})  # fmt: skip
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        assert body["status"] == "completed" and body["responder"] == "writer" and "Linus" in body["result"]
+        assert (body["network"], body["version"]) == ("research", 1)
+        assert [i["action"] for i in body["instructions"]] == [
+            "ROUTE_TO_AGENT", "USE_TOOL", "USE_TOOL", "ROUTE_TO_AGENT", "RESPOND",
+        ]  # fmt: skip
+        tools = [e for e in body["execution_log"] if e["type"] == "tool"]
+        assert [e["execution_id"] for e in tools] == body["tool_refs"] and len(body["tool_refs"]) == 2
+        assert body["steps"] is None and body["tool_execution_log"] is None
+        # an ordinary request: its status, events and trace are there
+        assert client.get("/api/requests/run-1", params={"projectId": "p1"}).json()["status"] == "completed"
+        replay = stream(client, "GET", "/api/requests/run-1/stream", params={"projectId": "p1"})
+        assert replay[-1].type == "final" and replay[-1].agent == "writer"
+
+
+def test_run_with_debug_shows_prompts_and_raw_json(servers):
+    server = servers()
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        body = client.post("/run", json={"user_message": QUESTION, "debug": True,
+                                         "system_params": {"path": "docs"}}).json()  # fmt: skip
+        assert body["network"] == "research" and body["version"] is None  # the bundled example
+        steps = body["steps"]
+        assert [s["agent"] for s in steps] == ["triage", "researcher", "researcher", "researcher", "writer"]
+        assert steps[0]["prompt"].startswith("You are triage") and "## Constraints" in steps[0]["prompt"]
+        assert '"action": "ROUTE_TO_AGENT"' in steps[0]["raw"]
+        payloads = body["tool_execution_log"]
+        assert set(payloads) == set(body["tool_refs"])
+        assert any("Linus" in p["result"] for p in payloads.values())
+
+
+def test_bad_input_gets_clear_errors(servers):
+    server = servers()
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        refused = client.post("/api/networks", json={"definition": BROKEN})
+        assert refused.status_code == 422
+        assert refused.json()["error"] == "invalid_network" and len(refused.json()["problems"]) == 5
+        shapeless = client.post("/api/networks", json={"definition": {"name": "x"}})
+        assert shapeless.status_code == 422 and "agents" in shapeless.json()["message"]
+        missing = client.post("/run", json={"network": "nope", "user_message": "hi"})
+        assert missing.status_code == 404 and "publish it first" in missing.json()["message"]
+        assert client.post("/run", json={"user_message": "hi", "max_steps": "3"}).status_code == 422
+        assert client.post("/run", json={"user_message": " "}).status_code == 422
+        # the generic stream takes the protocol's client settings, and only those
+        bad = {"message": "hi", "settings": {"network_file": "/etc/passwd"}}
+        answer = client.post("/api/runs/agent_network/stream", json=bad)
+        assert answer.status_code == 400 and "settings.network_file cannot be set" in answer.json()["message"]
+        typed = client.post(
+            "/api/runs/agent_network/stream", json={"message": "hi", "settings": {"max_steps": "3"}}
+        )
+        assert typed.status_code == 400 and "settings.max_steps" in typed.json()["message"]
+        zero = client.post(
+            "/api/runs/agent_network/stream", json={"message": "hi", "settings": {"max_steps": 0}}
+        )
+        assert zero.status_code == 400 and "max_steps must be at least 1" in zero.json()["message"]
+        other = client.post("/api/runs/unified/stream", json={"message": "hi", "settings": {"max_steps": 3}})
+        assert other.status_code == 400 and "settable: none" in other.json()["message"]
+
+
+def test_the_generic_stream_runs_a_named_network_with_its_budget(servers):
+    server = servers()
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        client.post("/api/networks", json={"definition": RESEARCH}).raise_for_status()
+        settings = {"network": "research", "max_steps": 2}
+        events = stream(
+            client, "POST", "/api/runs/agent_network/stream", json={"message": QUESTION, "settings": settings}
+        )
+        assert [e.type for e in events][-2:] == ["budget_exhausted", "error"]
+        error = events[-1]
+        assert error.type == "error" and error.transcript is not None and len(error.transcript) == 3
+
+
+def test_tokens_and_projects_hold_for_networks_and_runs(servers):
+    server = servers(PHASEGRAPH_API_TOKENS="alpha:projA;root:*")
+    alpha, root = {"Authorization": "Bearer alpha"}, {"Authorization": "Bearer root"}
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        assert client.post("/run", json={"user_message": "hi"}).status_code == 401
+        assert client.get("/api/networks").status_code == 401
+        assert (
+            client.post("/run", json={"user_message": "hi", "project_id": "projB"}, headers=alpha).status_code
+            == 403
+        )
+        forbidden = client.post(
+            "/api/networks", json={"projectId": "projB", "definition": RESEARCH}, headers=alpha
+        )
+        assert forbidden.status_code == 403
+        client.post("/api/networks", json={"projectId": "projB", "definition": RESEARCH}, headers=root)
+        assert client.get("/api/networks", headers=alpha).json() == []  # projB's network is not alpha's
+        assert len(client.get("/api/networks", headers=root).json()) == 1
+        blind = client.post("/run", json={"user_message": "hi", "network": "research", "project_id": "projA"},
+                            headers=alpha)  # fmt: skip
+        assert blind.status_code == 404  # networks belong to their project
+
+
+def test_spans_reach_an_otlp_collector_before_run_answers(servers, collector):
+    server = servers(PHASEGRAPH_OTEL_EXPORTER="otlp", OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=collector.endpoint)
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        body = client.post("/run", json={"user_message": QUESTION, "thread_id": "conv-1"}).json()
+        assert body["status"] == "completed"
+        names = [s.name for s in collector.spans]  # no waiting: /run flushed before it answered
+    assert names.count("invoke_workflow research") == 1
+    assert [n for n in names if n.startswith("invoke_agent")] == [
+        "invoke_agent triage", "invoke_agent researcher", "invoke_agent researcher",
+        "invoke_agent researcher", "invoke_agent writer",
+    ]  # fmt: skip
+    assert sorted(n for n in names if n.startswith("execute_tool")) == [
+        "execute_tool read_file",
+        "execute_tool search_files",
+    ]
+    root = next(s for s in collector.spans if s.name == "invoke_workflow research")
+    attributes = {a.key: a.value.string_value for a in root.attributes}
+    assert attributes["gen_ai.conversation.id"].endswith("conv-1")
+    assert all(s.trace_id == root.trace_id for s in collector.spans)
+    assert not any(a.key == "gen_ai.prompt" for s in collector.spans for a in s.attributes)

@@ -56,7 +56,9 @@ async def respond(state: AgentNetworkState, runtime: Runtime[AgentNetworkContext
     emitter.trace(
         "execution_log", execution_log=state["execution_log"], tool_execution_log=state["tool_execution_log"]
     )
-    emitter.emit(Final, answer=answer, **progress(state))
+    payloads = state["tool_execution_log"].values()
+    failed = bool(payloads) and all(p["status"] == "error" for p in payloads)
+    emitter.emit(Final, answer=answer, all_tools_failed=failed, **progress(state))
     spans_of(runtime.context, state).close()
     return {
         "answer": answer,

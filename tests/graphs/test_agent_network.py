@@ -345,3 +345,14 @@ async def test_a_paused_run_resumes_without_running_a_finished_tool_again(tmp_pa
     assert isinstance(events[-1], Final) and model.exhausted
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert all(isinstance(e, AgentStep | Route | ToolCall | ToolResultEvent | Final) for e in events)
+
+
+async def test_an_answer_resting_on_failed_tools_only_says_so(tmp_path, workspace):
+    failed, _ = await run_network(
+        tmp_path, workspace, tool("read_file", path="missing.md"), route("speaker"), answer("guessing")
+    )
+    assert failed.final is not None and failed.final.all_tools_failed
+    worked, _ = await run_network(
+        tmp_path, workspace, tool("read_file", path="docs/a.md"), route("speaker"), answer("alpha")
+    )
+    assert worked.final is not None and not worked.final.all_tools_failed

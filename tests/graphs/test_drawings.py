@@ -43,3 +43,18 @@ def test_goal_pursuit_loops_and_budgets_are_visible_edges():
         "execute_action -. &nbsp;steps_spent&nbsp; .-> finish_pursuit",  # the step budget
     ):
         assert edge in drawing
+
+
+def test_agent_network_routing_and_budgets_are_visible_edges():
+    drawing = (SNAPSHOTS / "agent_network.mmd").read_text(encoding="utf-8")
+    for edge in (
+        "run_agent_step -. &nbsp;handoff&nbsp; .-> route_to_agent",  # agent routing
+        "route_to_agent -. &nbsp;next_step&nbsp; .-> run_agent_step",
+        "use_tool -. &nbsp;next_step&nbsp; .-> run_agent_step",  # tools keep control with the agent
+        "run_agent_step -. &nbsp;refused&nbsp; .-> run_agent_step",  # a refused decision goes back
+        "run_agent_step -.-> respond",
+        "use_tool -. &nbsp;steps_spent&nbsp; .-> stop_at_max_steps",  # the budgets
+        "use_tool -. &nbsp;errors_spent&nbsp; .-> stop_at_max_tool_errors",
+        "run_agent_step -. &nbsp;errors_spent&nbsp; .-> stop_at_max_tool_errors",
+    ):
+        assert edge in drawing

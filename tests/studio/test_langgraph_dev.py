@@ -12,13 +12,14 @@ from langgraph_sdk.client import SyncLangGraphClient
 
 from graphs.registry import PROTOCOLS
 from nodes.events import Event
+from tests.graphs.test_agent_network import QUESTION, route
 from tests.graphs.test_goal_pursuit import GOAL, MIRA, approve, discover, execute, finalize
 from tests.helpers import turn, write_script
 from tests.studio.conftest import CONFIG, stream_events
 
 GRAPHS = sorted(CONFIG["graphs"])
 ASK = {"messages": [{"role": "user", "content": "Summarise the roadmap"}]}
-PYTHON_ONLY = {"chat_model", "tool_registry"}
+PYTHON_ONLY = {"chat_model", "tool_registry", "database"}
 
 
 def _empty_workspace(tmp_path: Path) -> dict[str, str]:
@@ -79,6 +80,19 @@ DEMOS = {
         stops=(("discover_context",), ("execute_action",), ("discover_context",)),
         last_turn=discover(),  # the action decision then finds the script ended
         failing_tools=_unknown_item,
+    ),
+    "agent_network": Demo(
+        ask={"messages": [{"role": "user", "content": QUESTION}]},
+        python_only=frozenset({*PYTHON_ONLY, "network_store"}),
+        own_fields=frozenset(
+            {"network", "network_version", "network_file", "agent_key", "max_steps", "max_tool_errors"}
+        ),
+        outputs=frozenset({"answer", "responder", "instructions", "execution_log", "tool_execution_log"}),
+        streams_text=False,
+        tools=("search_files", "read_file"),
+        # after triage's handoff, then after the researcher's first tool
+        stops=(("run_agent_step",), ("run_agent_step",)),
+        last_turn=route("researcher"),  # the researcher then finds the script ended
     ),
 }
 

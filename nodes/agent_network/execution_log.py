@@ -40,10 +40,15 @@ def agent_entry(
         "decision": {
             "action": decision["action"],
             "action_reasoning": preview(decision["action_reasoning"], REASONING_PREVIEW),
-            "action_details": preview(decision["action_details"], DETAILS_PREVIEW),
+            "action_details": preview(_given(decision["action_details"]), DETAILS_PREVIEW),
         },
         **extra,
     }
+
+
+def _given(details: dict[str, Any]) -> dict[str, Any]:
+    """The details the decision filled in (the preview spends no characters on empty fields)."""
+    return {key: value for key, value in details.items() if value not in (None, "", {}, [])}
 
 
 def tool_entry(

@@ -153,6 +153,7 @@ async def test_seed_loop_use_tool_route_respond_logs_epochs_and_execution_ids(tm
     first, used = log[0], log[1]
     assert first["input_preview"] == "read a and answer"
     assert first["decision"]["action"] == "USE_TOOL" and len(first["decision"]["action_reasoning"]) <= 120
+    assert log[2]["decision"]["action_details"] == '{"target_agent": "speaker", "message": "a.md read"}'
     assert used["tool_key"] == "read_file" and used["status"] == "ok"
     assert len(used["request_preview"]) <= 50 and len(used["response_preview"]) <= 100
     assert HIDDEN not in used["response_preview"]  # previews are cut; the payload is whole

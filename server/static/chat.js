@@ -3,6 +3,15 @@
 
 import { el, els } from "./dom.js";
 import {
+  agentStepLine,
+  budgetLine,
+  executionTag,
+  inNetwork,
+  networkProgress,
+  routeLine,
+  transcriptBlock,
+} from "./network.js";
+import {
   contextLine,
   decisionLine,
   iterates,
@@ -121,7 +130,7 @@ function argsText(args) {
   }
 }
 
-function toolLine(callId, name, args) {
+function toolLine(callId, name, args, executionId) {
   const line = el("div", "tool");
   line.dataset.callId = callId || "";
   line.dataset.testid = "tool-line";
@@ -132,6 +141,11 @@ function toolLine(callId, name, args) {
     el("code", "tool-args", argsText(args)),
     el("span", "tool-status pending", "running…"),
   );
+  if (executionId) {
+    // agent_network: the call runs for the agent in control; its id keys the tool execution log.
+    line.classList.add("in-network");
+    head.append(executionTag(executionId));
+  }
   line.append(head);
   block(line);
   if (callId) current.tools.set(callId, line);
@@ -140,7 +154,7 @@ function toolLine(callId, name, args) {
 
 function toolResult(ev) {
   // A result whose call we never saw (e.g. after a resume) still gets a line of its own.
-  const line = current.tools.get(ev.callId) || toolLine(ev.callId, ev.name, undefined);
+  const line = current.tools.get(ev.callId) || toolLine(ev.callId, ev.name, undefined, ev.executionId);
   const status = line.querySelector(".tool-status");
   status.className = `tool-status ${ev.status === "ok" ? "ok" : "failed"}`;
   const ms = typeof ev.durationMs === "number" ? ` · ${Math.round(ev.durationMs)} ms` : "";
@@ -156,8 +170,9 @@ function toolResult(ev) {
 }
 
 function answerLabel(ev) {
-  if (ev.allToolsFailed) return "Final answer (every tool call failed: it rests on no tool output)";
-  return ev.fallback ? "Final answer (fallback, built from tool results)" : "Final answer";
+  const label = ev.agent ? `Final answer from ${ev.agent}` : "Final answer"; // agent_network: who responded
+  if (ev.allToolsFailed) return `${label} (every tool call failed: it rests on no tool output)`;
+  return ev.fallback ? `${label} (fallback, built from tool results)` : label;
 }
 
 function showFinal(ev) {
@@ -167,6 +182,7 @@ function showFinal(ev) {
   box.id = "answer";
   if (ev.allToolsFailed) box.classList.add("unsupported");
   box.dataset.testid = "answer";
+  if (ev.agent) box.dataset.agent = ev.agent;
   box.append(
     el("div", "answer-label", answerLabel(ev)),
     el("div", "answer-text", ev.answer),
@@ -207,6 +223,7 @@ export function chipFor(status) {
 function phaseLabel(ev) {
   if (!ev.phase) return "running";
   const name = phaseName(ev.phase);
+  if (inNetwork(ev)) return `${name} · ${networkProgress(ev)}`; // "agent routing · step 4 · writer (epoch 3)"
   let label = ev.phaseIndex != null ? `${name} #${ev.phaseIndex}` : name;
   if (ev.cycleIndex != null) label += ` (cycle ${ev.cycleIndex})`;
   else if (iterates(ev)) label += ` (${progressText(ev)})`;
@@ -237,6 +254,26 @@ function phaseEnded(ev) {
   current.phase = null;
 }
 
+// ---------------------------------------------------------------- agent_network
+
+/** An agent decided: its line in the chat, and who is working in the chip. */
+function agentStep(ev) {
+  setChip(networkProgress(ev), "running");
+  block(agentStepLine(ev));
+}
+
+/** Control passed to another agent. */
+function handoff(ev) {
+  setChip(`${ev.to} (epoch ${ev.epoch})`, "running");
+  block(routeLine(ev));
+}
+
+/** The run failed; agent_network's budget errors carry the execution log so far. */
+function showError(ev) {
+  errorLine(`${ev.kind}: ${ev.message}`);
+  if (Array.isArray(ev.transcript) && ev.transcript.length) block(transcriptBlock(ev.transcript));
+}
+
 // ---------------------------------------------------------------- events
 
 function resumedText(ev) {
@@ -251,15 +288,17 @@ const RENDER = {
   phase_start: (ev) => phaseStarted(ev),
   phase_end: (ev) => phaseEnded(ev),
   text: (ev) => appendText(ev.text),
-  tool_call: (ev) => toolLine(ev.callId, ev.name, ev.args),
+  tool_call: (ev) => toolLine(ev.callId, ev.name, ev.args, ev.executionId),
   tool_result: (ev) => toolResult(ev),
   duplicate_tool_call: (ev) =>
     noteLine(`duplicate call refused: ${ev.name} ${argsText(ev.args)} (attempt ${ev.attempts} of ${ev.limit})`, "warn"),
   ignored_tool_call: (ev) => noteLine(`tool call ignored (${ev.reason}): ${ev.name} ${argsText(ev.args)}`),
-  budget_exhausted: (ev) => noteLine(`budget exhausted: ${ev.budget} (${ev.used} of ${ev.limit})`, "warn"),
+  budget_exhausted: (ev) => noteLine(budgetLine(ev), "warn"),
   context_update: (ev) => block(contextLine(ev)),
   decision: (ev) => block(decisionLine(ev)),
   verdict: (ev) => block(verdictLine(ev)),
+  agent_step: (ev) => agentStep(ev),
+  route: (ev) => handoff(ev),
   final: (ev) => {
     showFinal(ev);
     setChip("done", "done");
@@ -282,7 +321,7 @@ const RENDER = {
     setChip("cancelled", "cancelled");
   },
   error: (ev) => {
-    errorLine(`${ev.kind}: ${ev.message}`);
+    showError(ev);
     setChip("error", "error");
   },
 };

@@ -13,6 +13,9 @@ const PHASE_NAMES = {
   action_decision: "action decision",
   refinement_analysis: "refinement analysis",
   execution: "execution",
+  agent_step: "agent step",
+  tool_execution: "tool execution",
+  agent_routing: "agent routing",
 };
 
 // Why a goal_pursuit run ended (Final.exit).
@@ -59,7 +62,7 @@ function valueText(value) {
 }
 
 /** Call arguments as name="value" pairs, the way the terminal writes them. */
-function callText(tool, params) {
+export function callText(tool, params) {
   const args = Object.entries(params || {}).map(([key, value]) => {
     let shown;
     try {
@@ -84,7 +87,7 @@ function namesText(uris) {
 }
 
 /** A decorative mark in front of a line (screen readers skip it). */
-function icon(mark, className = "pursuit-icon") {
+export function icon(mark, className = "pursuit-icon") {
   const span = el("span", className, mark);
   span.setAttribute("aria-hidden", "true");
   return span;

@@ -306,3 +306,191 @@ def test_page_shows_goal_pursuit_readably(servers: Any, tmp_path: Path) -> None:
             "collapsed": "≡collapsed move_item (-120 chars → 900)",
             "end": "answered · prompt 10 chars, 3 tokens, 2 corrective retries",
         }
+
+
+QUESTION = "Who works on the streaming server?"
+#: Wire names of agent_network's event fields and its raw action names: none may reach the page.
+NETWORK_RAW = ['"type"', '"decision"', '"action"', '"action_reasoning"', '"action_details"', '"target_agent"',
+               '"from"', '"to"', '"executionId"', '"promptChars"', '"transcript"', '"agent_key"',
+               "USE_TOOL", "ROUTE_TO_AGENT", "RESPOND"]  # fmt: skip
+
+
+def test_page_shows_agent_network_readably(servers: Any, tmp_path: Path) -> None:
+    """agent_network's demo (the default scripted:demo model runs the bundled network): each agent's
+    step with its reasoning, the handoffs with their notes, tool lines with their execution ids, and
+    the answer titled with the agent that responded, all as text."""
+    server = servers()
+    with open_page() as page:
+        page.goto(server.url)
+        chat = page.locator("#chat")
+        expect(page.locator("#protocol option[value='agent_network']")).to_have_count(1)
+        page.locator("#protocol").select_option("agent_network")
+        expect(page.locator("#protocol-summary")).to_contain_text("network of agents")
+
+        send(page, QUESTION)
+        answer = page.locator("#answer")
+        expect(answer).to_contain_text("Linus works on the streaming server.", timeout=WAIT)
+        expect(page.locator("#status")).to_have_text("done", timeout=WAIT)
+        expect(chat.locator(".msg.assistant .who").last).to_have_text("assistant · agent_network")
+        expect(answer.locator(".answer-label")).to_have_text("Final answer from writer")
+        expect(answer).to_have_attribute("data-agent", "writer")
+
+        # Each agent's step: who, in which epoch, what it decided; the reasoning dimmed; the prompt size.
+        steps = chat.locator("[data-testid='agent-step']")
+        expect(steps).to_have_count(5)
+        heads = steps.locator(".network-head")
+        expect(heads.nth(0)).to_contain_text("step 1 · triage (epoch 1) decides to route to researcher")
+        expect(heads.nth(0)).to_contain_text(re.compile(r"\(prompt \d+ chars\)"))
+        expect(steps.nth(0).locator("[data-testid='agent-reasoning']")).to_have_text(
+            "The question needs facts from the workspace documents: the researcher can read them."
+        )
+        expect(heads.nth(1)).to_contain_text("step 2 · researcher (epoch 2) decides to use search_files")
+        expect(heads.nth(2)).to_contain_text("step 3 · researcher (epoch 2) decides to use read_file")
+        expect(heads.nth(3)).to_contain_text("step 4 · researcher (epoch 2) decides to route to writer")
+        expect(heads.nth(4)).to_contain_text("step 5 · writer (epoch 3) decides to respond")
+        expect(steps.locator("[data-testid='agent-reasoning']")).to_have_count(5)
+        expect(chat.locator("[data-testid='agent-refused']")).to_have_count(0)
+
+        # The handoffs, each with the note the deciding agent left.
+        routes = chat.locator("[data-testid='route']")
+        expect(routes).to_have_count(2)
+        expect(routes.nth(0).locator(".network-head")).to_have_text("⇢ triage → researcher (epoch 2)")
+        expect(routes.nth(0).locator("[data-testid='route-note']")).to_have_text(
+            "Find who works on the streaming server and which roadmap milestone covers streaming."
+        )
+        expect(routes.nth(1).locator(".network-head")).to_have_text("⇢ researcher → writer (epoch 3)")
+        expect(routes.nth(1)).to_contain_text("team.md: Linus works on the streaming server.")
+
+        # The researcher's tool calls are ordinary tool lines, with their short execution ids.
+        tools = chat.locator("[data-testid='tool-line']")
+        expect(tools).to_have_count(2)
+        expect(tools.nth(0)).to_contain_text('search_files{"path":"docs","query":"stream"}')
+        expect(tools.nth(1)).to_contain_text('read_file{"path":"docs/team.md"}ok')
+        for index in range(2):
+            expect(tools.nth(index).locator("[data-testid='execution-id']")).to_have_text(
+                re.compile(r"^#[0-9a-f]{8}$")
+            )
+
+        # In order: triage's step, the handoff, the researcher's steps and tools, the handoff, the answer.
+        lines = chat.locator(".msg.assistant").last.locator(".body > *")
+        order = lines.evaluate_all("nodes => nodes.map((node) => node.dataset.testid)")
+        assert order == ["agent-step", "route", "agent-step", "tool-line", "agent-step", "tool-line",
+                         "agent-step", "route", "agent-step", "answer"]  # fmt: skip
+
+        # Nothing of the events shows up as raw JSON.
+        text = chat.inner_text()
+        assert [key for key in NETWORK_RAW if key in text] == []
+        page.screenshot(path=str(tmp_path / "page-agent-network.png"), full_page=True)
+
+        # What the demo does not produce: refused decisions, token counts and retries, a cut transcript.
+        shown = page.evaluate(
+            """async () => {
+                const m = await import("/static/network.js");
+                const text = (node) => node.textContent;
+                const step = (decision, extra) => text(m.agentStepLine(
+                    {step: 3, agent: "triage", epoch: 1, decision, promptChars: 900, ...extra}));
+                return {
+                    tool: step({action: "USE_TOOL", action_reasoning: "Read it.", action_details: {
+                        tool: "read_file", params: {path: "docs/a.md"}}},
+                        {refused: "triage has no tool 'read_file' (its tools: list_files)",
+                         promptTokens: 210, retries: 1}),
+                    route: step({action: "ROUTE_TO_AGENT", action_reasoning: "Hand over.", action_details: {
+                        target_agent: "boss", message: "Over to you."}},
+                        {refused: "triage cannot route to 'boss'"}),
+                    cut: text(m.transcriptBlock([{type: "agent", step: 1, epoch: 1, agent_key: "triage",
+                        decision: {action: "USE_TOOL", action_reasoning: "Look.",
+                                   action_details: '{"tool": "list_files", "params": {"path": "do...'}}])),
+                    budget: m.budgetLine({budget: "tool_errors", used: 3, limit: 3}),
+                };
+            }"""
+        )
+        assert shown == {
+            "tool": "▶ step 3 · triage (epoch 1) decides to use read_file (prompt 900 chars, 210 tokens, "
+            "1 corrective retry)Read it.✗ refused: triage has no tool 'read_file' (its tools: list_files) "
+            'wanted: read_file(path="docs/a.md")',
+            "route": "▶ step 3 · triage (epoch 1) decides to route to boss (prompt 900 chars)Hand over."
+            "✗ refused: triage cannot route to 'boss' note: Over to you.",
+            "cut": "Transcript · 1 log entry▶ step 1 · triage (epoch 1): decided to use list_files — Look.",
+            "budget": "budget exhausted: tool errors (failed tool calls and refused decisions) (3 of 3)",
+        }
+
+
+def decision(action: str, reasoning: str, **details: Any) -> dict[str, Any]:
+    """One scripted turn of an agent_network model: an AgentDecision tool call."""
+    args = {"action": action, "action_reasoning": reasoning, "action_details": details}
+    return {"content": "", "tool_calls": [{"name": "AgentDecision", "args": args}]}
+
+
+MARKUP_NOTE = "Find the <b>team</b> file."
+
+
+def test_page_shows_an_agent_network_transcript_readably(servers: Any, tmp_path: Path) -> None:
+    """A network that spends its tool-error budget (a refused decision, two failed reads) ends with an
+    error that carries the execution log: the page lists it one line per entry, and escapes the notes."""
+    script = tmp_path / "refused.json"
+    turns = [
+        decision("USE_TOOL", "Read the team file myself.", tool="read_file", params={"path": "docs/team.md"}),
+        decision("ROUTE_TO_AGENT", "The writer then.", target_agent="writer", message="Answer it."),
+        decision("ROUTE_TO_AGENT", "Research first.", target_agent="researcher", message=MARKUP_NOTE),
+        decision("USE_TOOL", "Read a missing file.", tool="read_file", params={"path": "docs/missing.md"}),
+        decision("USE_TOOL", "Read it again.", tool="read_file", params={"path": "docs/nope.md"}),
+    ]
+    script.write_text(json.dumps({"turns": turns}), encoding="utf-8")
+    server = servers(PHASEGRAPH_MODEL=f"scripted:{script}")
+    with open_page() as page:
+        page.goto(server.url)
+        chat = page.locator("#chat")
+        expect(page.locator("#protocol option[value='agent_network']")).to_have_count(1)
+        page.locator("#protocol").select_option("agent_network")
+        send(page, QUESTION)
+        expect(page.locator("#status")).to_have_text("error", timeout=WAIT)
+        expect(page.locator("#answer")).to_have_count(0)
+
+        # The refused decision says why, and what it wanted.
+        refused = chat.locator("[data-testid='agent-refused']")
+        expect(refused).to_have_count(1)
+        expect(refused).to_have_text(
+            "✗ refused: triage has no tool 'read_file' (its tools: list_files) "
+            'wanted: read_file(path="docs/team.md")'
+        )
+        expect(chat.locator(".agent-step.refused")).to_contain_text("step 1 · triage (epoch 1)")
+
+        # Notes are text, never markup.
+        note = chat.locator("[data-testid='route-note']", has_text="team")
+        expect(note).to_have_text(MARKUP_NOTE)
+        expect(chat.locator("b")).to_have_count(0)
+
+        # The budget, the error, and its transcript one line per entry.
+        expect(chat.locator(".note.warn").last).to_have_text(
+            "budget exhausted: tool errors (failed tool calls and refused decisions) (3 of 3)"
+        )
+        expect(chat.locator(".note.error")).to_contain_text(
+            "budget_exhausted: no agent responded within the budget: 3 failed tool calls or refused decisions"
+        )
+        transcript = chat.locator("[data-testid='transcript']")
+        expect(transcript.locator("summary")).to_have_text("Transcript · 7 log entries")
+        entries = transcript.locator("[data-testid='transcript-entry']")
+        expect(entries).to_have_count(7)
+        expect(entries.nth(0)).to_have_text(
+            "▶ step 1 · triage (epoch 1): decided to use read_file — Read the team file myself. "
+            "refused: triage has no tool 'read_file' (its tools: list_files)"
+        )
+        expect(entries.nth(0)).to_have_class(re.compile(r"\brefused\b"))
+        expect(entries.nth(1)).to_have_text(
+            "▶ step 2 · triage (epoch 1): decided to route to writer — The writer then."
+        )
+        expect(entries.nth(2)).to_contain_text("step 3 · writer (epoch 2): decided to route to researcher")
+        expect(entries.nth(4)).to_have_attribute("data-type", "tool")
+        expect(entries.nth(4)).to_have_text(
+            re.compile(
+                r'^⚙ step 4 · researcher \(epoch 3\): read_file\(path="docs/missing\.md"\) error '
+                r"— ERROR: 'docs/missing\.md' is not a file in the workspace \(\d+ ms · #[0-9a-f]{8}\)$"
+            )
+        )
+        expect(entries.nth(6)).to_contain_text(
+            'step 5 · researcher (epoch 3): read_file(path="docs/nope.md") error'
+        )
+
+        text = chat.inner_text()
+        assert [key for key in NETWORK_RAW if key in text] == []
+        page.screenshot(path=str(tmp_path / "page-agent-network-error.png"), full_page=True)

@@ -9,6 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.agent_network import agent_network_rows
 from bench.chart import draw
 from bench.containment import containment_rows, stream_cut_row
 from bench.goal_pursuit import goal_pursuit_rows
@@ -20,7 +21,6 @@ from bench.server_load import server_rows
 RESULTS = Path(__file__).parent / "results"
 #: Protocols whose issues add their own rows here once they land (row 6).
 LATER_PROTOCOLS = {
-    "agent_network": "seed 003",
     "xml_contract": "seed 004",
     "planner": "seed 002",
 }
@@ -34,6 +34,7 @@ async def measure(quick: bool, workdir: Path) -> list[Row]:
     rows += await containment_rows()
     rows += await durability_rows(workdir, repeats)
     rows += await goal_pursuit_rows(workdir, quick)
+    rows += await agent_network_rows(workdir, quick)
     rows += await server_rows(quick, workdir)
     rows += [not_landed("6", protocol, seed) for protocol, seed in LATER_PROTOCOLS.items()]
     return sorted(rows, key=lambda r: r.key)

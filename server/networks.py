@@ -5,7 +5,6 @@ inspection and the web page all see it); it waits for the run to end and answers
 seed's shape: the instructions, the result, the execution log and the tool execution ids.
 """
 
-
 from typing import Annotated, Any, Literal
 
 import anyio

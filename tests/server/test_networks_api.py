@@ -35,7 +35,7 @@ class Collector(ThreadingHTTPServer):
 class _Receive(BaseHTTPRequestHandler):
     server: Collector
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         export = ExportTraceServiceRequest.FromString(body)
         for resource in export.resource_spans:

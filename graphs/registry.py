@@ -124,6 +124,16 @@ PROTOCOLS: dict[str, ProtocolSpec] = {
 }
 
 
+def client_settings_schema() -> dict[str, Any]:
+    """JSON schema of every setting some protocol lets clients choose (for the generic route's docs)."""
+    properties: dict[str, Any] = {}
+    for spec in PROTOCOLS.values():
+        hints = get_type_hints(spec.context_schema)
+        for name in sorted(spec.context_schema.CLIENT_SETTINGS):
+            properties[name] = TypeAdapter(hints[name]).json_schema()
+    return {"type": "object", "properties": properties, "additionalProperties": False}
+
+
 def get_protocol(protocol_id: str) -> ProtocolSpec:
     """The spec of ``protocol_id``, or a ConfigurationError naming the known ones."""
     try:

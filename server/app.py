@@ -14,11 +14,13 @@ from fastapi import Path as PathParam
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from fastapi.staticfiles import StaticFiles
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from starlette.exceptions import HTTPException
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp
 
 from graphs.registry import PROTOCOLS, get_protocol
@@ -38,6 +40,7 @@ from server.checkpoints import DEFAULT_PAGE, MAX_PAGE, checkpoint_values, timeli
 from server.networks import InvalidNetwork, network_routes
 from server.persistence import open_checkpointer
 from server.responses import (
+    NOT_BLANK,
     STARTS,
     ControlAnswer,
     DeclaredTooLarge,
@@ -46,6 +49,7 @@ from server.responses import (
     document_settings,
     errors,
     http_kind,
+    whole,
 )
 from server.runs import RunManager
 from server.sse import to_sse
@@ -91,19 +95,8 @@ Identifier = Annotated[str, Field(pattern=ID_PATTERN), AfterValidator(_addressab
 PathId = Annotated[str, PathParam(pattern=ID_PATTERN), AfterValidator(_addressable)]
 
 
-def _whole(value: Any) -> Any:
-    # JSON Schema counts 3.0 as an integer, so the strict body does too (but not "3" or true).
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
 #: A phase number (from 1): a JSON integer, written with or without a zero fraction.
-PhaseIndex = Annotated[int, Field(ge=1), BeforeValidator(_whole)]
-
-#: What ``str.strip()`` removes: the message check below must agree with the server's own test,
-#: and an explicit class means the same in the schema's ECMA regex, pydantic's and Python's.
-_BLANK = r"\u0009-\u000d\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-#: A message has something besides whitespace.
-NOT_BLANK = f"^[{_BLANK}]*[^{_BLANK}]"
+PhaseIndex = Annotated[int, Field(ge=1), BeforeValidator(whole)]
 
 
 class ChatRequest(_Body):
@@ -116,10 +109,16 @@ class ChatRequest(_Body):
     model: str | None = None
     show_tool_outputs: bool = False
     on_disconnect: Literal["stop", "continue"] = "stop"
+
+
+class RunRequest(ChatRequest):
+    """Body of the generic streaming route: a chat request plus the protocol's client settings."""
+
     settings: dict[str, Any] = Field(
         default_factory=dict,
         description="Run settings the protocol lets clients choose (agent_network: network, "
-        "network_version, agent_key, max_steps, max_tool_errors, system_params); others are refused.",
+        "network_version, agent_key, max_steps, max_tool_errors, system_params); a setting of another "
+        "protocol is refused with 400.",
     )
 
 
@@ -182,7 +181,12 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
         # FastAPI's and Starlette's own refusals (401, 403, 405, unparseable body, ...) in the same shape.
         body = {"error": http_kind(exc.status_code), "message": str(exc.detail)}
-        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+        headers = exc.headers
+        if (
+            exc.status_code == 405
+        ):  # Starlette names the first route of the path only; a path may have several
+            headers = {**(headers or {}), "Allow": ", ".join(_methods(request))}
+        return JSONResponse(body, status_code=exc.status_code, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
@@ -217,6 +221,16 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app
+
+
+def _methods(request: Request) -> list[str]:
+    """Every method some route of the request's path answers."""
+    methods: set[str] = set()
+    for route in request.app.routes:
+        match, _ = route.matches({**request.scope, "method": "GET"})
+        if match != Match.NONE and isinstance(route, APIRoute | Route):
+            methods |= route.methods or set()
+    return sorted(methods)
 
 
 class _App(FastAPI):
@@ -289,7 +303,7 @@ def _add_stream_routes(app: FastAPI, settings: ServerSettings, caller: Caller) -
         return await _manager(request).start(
             protocol, body.message, project_id=body.project_id, request_id=body.request_id,
             thread_id=body.thread_id, model=body.model, show_tool_outputs=body.show_tool_outputs,
-            settings=body.settings,
+            settings=body.settings if isinstance(body, RunRequest) else None,
         )  # fmt: skip
 
     def starter(protocol: str, *, two_stage: bool = False) -> Any:
@@ -304,7 +318,7 @@ def _add_stream_routes(app: FastAPI, settings: ServerSettings, caller: Caller) -
 
     async def by_path(
         protocol: Annotated[str, PathParam(json_schema_extra={"enum": list(PROTOCOLS)})],
-        body: ChatRequest,
+        body: RunRequest,
         request: Request,
         access: Annotated[Access, Depends(caller)],
     ) -> RequestRecord:
@@ -327,7 +341,7 @@ def _add_stream_routes(app: FastAPI, settings: ServerSettings, caller: Caller) -
 
     @app.post("/api/runs/{protocol}/stream", response_class=EventSourceResponse, responses=errors(*STARTS))
     async def run_stream(
-        body: ChatRequest, request: Request, record: Annotated[RequestRecord, Depends(by_path)]
+        body: RunRequest, request: Request, record: Annotated[RequestRecord, Depends(by_path)]
     ) -> AsyncIterator[ServerSentEvent]:
         async for item in _stream(_manager(request), record, 0, body.on_disconnect):
             yield item

@@ -10,31 +10,33 @@ from typing import Annotated, Any, Literal
 import anyio
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from graphs.registry import get_protocol
 from nodes import telemetry
-from nodes.errors import InvalidInputError, NotFoundError
+from nodes.errors import ConfigurationError, InvalidInputError, NotFoundError, TooLargeError
 from nodes.events import ErrorEvent, Event, Final
 from server.auth import Access
 from server.checkpoints import thread_config
-from server.responses import STARTS, errors
+from server.responses import NOT_BLANK, STARTS, errors, whole
 from server.runs import RunManager
 from server.store import RequestRecord
 from tools import default_registry
 from tools.networks import (
+    NetworkDefinition,
     NetworkError,
     NetworkNotFound,
     NetworkSnapshot,
     NetworkStore,
     NetworkValidationError,
     compile_network,
-    definition_from,
 )
 
 PROTOCOL = "agent_network"
 ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+#: Versions are 32-bit integers in every database.
+MAX_VERSION = 2**31 - 1
 
 
 class InvalidNetwork(InvalidInputError):
@@ -55,18 +57,24 @@ class _Body(BaseModel):
 class NetworkRunRequest(_Body):
     """Body of ``POST /run``."""
 
-    user_message: str = Field(min_length=1, pattern=r"\S", description="What the network should do.")
+    user_message: str = Field(
+        min_length=1, pattern=NOT_BLANK, description="What the network should do (not blank)."
+    )
     network: str | None = Field(
         default=None,
         pattern=NAME_PATTERN,
         description="A published network (the bundled example when omitted).",
     )
-    version: int | None = Field(default=None, ge=1, description="Its version (the latest when omitted).")
+    version: Annotated[int, Field(ge=1, le=MAX_VERSION), BeforeValidator(whole)] | None = Field(
+        default=None, description="Its version (the latest when omitted)."
+    )
     agent_key: str | None = Field(default=None, description="The agent to start at (the network's default).")
     system_params: dict[str, Any] = Field(
         default_factory=dict, description="System parameters merged into tool calls."
     )
-    max_steps: int | None = Field(default=None, ge=1, le=1000, description="Agent decisions allowed (10).")
+    max_steps: Annotated[int, Field(ge=1, le=1000), BeforeValidator(whole)] | None = Field(
+        default=None, description="Agent decisions allowed (10)."
+    )
     debug: bool = Field(default=False, description="Add each step's raw prompt and raw model JSON.")
     project_id: str = Field(default="default", pattern=ID_PATTERN)
     request_id: str | None = Field(default=None, pattern=ID_PATTERN)
@@ -110,7 +118,7 @@ class PublishRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     project_id: str = Field(default="default", pattern=ID_PATTERN, alias="projectId")
-    definition: dict[str, Any] = Field(description="The network, as its YAML or JSON file holds it.")
+    definition: NetworkDefinition = Field(description="The network, as its YAML or JSON file holds it.")
 
 
 class NetworkInfo(BaseModel):
@@ -133,6 +141,13 @@ def network_routes(caller: Any) -> APIRouter:
     async def run_network(body: NetworkRunRequest, request: Request, access: Caller) -> NetworkRunAnswer:
         access.require(body.project_id)
         manager = _manager(request)
+        if len(body.user_message) > manager.settings.max_message_chars:
+            raise TooLargeError(
+                f"the message has {len(body.user_message)} characters; this server accepts at most "
+                f"{manager.settings.max_message_chars}"
+            )
+        if body.version is not None and not body.network:
+            raise ConfigurationError("version needs a network: the bundled example has no versions")
         if body.network:
             await _published(request, body.project_id, body.network, body.version)
         settings: dict[str, Any] = {
@@ -172,8 +187,7 @@ def network_routes(caller: Any) -> APIRouter:
     async def publish_network(body: PublishRequest, request: Request, access: Caller) -> NetworkInfo:
         access.require(body.project_id)
         try:
-            definition = definition_from(body.definition, "the definition")
-            snapshot = compile_network(definition, default_registry())
+            snapshot = compile_network(body.definition, default_registry())
         except NetworkValidationError as exc:
             raise InvalidNetwork(str(exc), exc.problems) from None
         except NetworkError as exc:
@@ -186,7 +200,7 @@ def network_routes(caller: Any) -> APIRouter:
         request: Request,
         access: Caller,
         project_id: Annotated[str, Query(alias="projectId", pattern=ID_PATTERN)] = "default",
-        version: Annotated[int | None, Query(ge=1)] = None,
+        version: Annotated[int | None, Query(ge=1, le=MAX_VERSION)] = None,
     ) -> dict[str, Any]:
         access.require(project_id)
         return (await _published(request, project_id, name, version)).model_dump(mode="json")

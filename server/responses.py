@@ -16,8 +16,21 @@ from pydantic.alias_generators import to_camel
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from graphs.registry import client_settings_schema
 from nodes.models import public_spec
 from nodes.settings import ServerSettings
+
+#: What ``str.strip()`` removes: the message check below must agree with the server's own test,
+#: and an explicit class means the same in the schema's ECMA regex, pydantic's and Python's.
+_BLANK = r"\u0009-\u000d\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+#: A message has something besides whitespace.
+NOT_BLANK = f"^[{_BLANK}]*[^{_BLANK}]"
+
+
+def whole(value: Any) -> Any:
+    """A whole float as the integer it is (a BeforeValidator of strict integer fields)."""
+    # JSON Schema counts 3.0 as an integer, so the strict body does too (but not "3" or true).
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 class ErrorBody(BaseModel):
@@ -144,11 +157,22 @@ def document_settings(schema: dict[str, Any], settings: ServerSettings) -> dict[
                 content = response.get("content", {})
                 if not status.startswith("2") and "text/event-stream" in content:
                     content["application/json"] = content.pop("text/event-stream")
-    chat = schema["components"]["schemas"]["ChatRequest"]["properties"]
-    chat["message"]["maxLength"] = settings.max_message_chars
+    bodies = schema["components"]["schemas"]
     names = sorted({public_spec(spec) for spec in settings.models()})
-    chat["model"]["anyOf"] = [{"type": "string", "enum": names}, {"type": "null"}]
-    chat["model"]["description"] = "A model this server allows (the default when omitted)."
+    for name, text in (
+        ("ChatRequest", "message"),
+        ("RunRequest", "message"),
+        ("NetworkRunRequest", "user_message"),
+    ):
+        fields = bodies[name]["properties"]
+        fields[text]["maxLength"] = settings.max_message_chars
+        fields["model"]["anyOf"] = [{"type": "string", "enum": names}, {"type": "null"}]
+        fields["model"]["description"] = "A model this server allows (the default when omitted)."
+    described = bodies["RunRequest"]["properties"]["settings"]
+    bodies["RunRequest"]["properties"]["settings"] = {
+        **client_settings_schema(),
+        "description": described["description"],
+    }
     if settings.api_tokens is not None:
         schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
         body = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}

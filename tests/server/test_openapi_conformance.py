@@ -25,7 +25,8 @@ from schemathesis.core.failures import FailureGroup
 
 from nodes.models import DEMO_WORKSPACE
 from nodes.settings import ServerSettings
-from server.app import _BLANK, NOT_BLANK, create_app
+from server.app import create_app
+from server.responses import _BLANK, NOT_BLANK
 from tests.server.conftest import Server, free_port
 
 SCHEMATHESIS = str(Path(sys.executable).parent / "schemathesis")
@@ -40,6 +41,11 @@ NEGATIVE = [*NEGATIVE_DATA_REJECTION_EXPECTED_STATUSES, "413"]
 # ... and a Last-Event-ID of the right form but past the request's last event is 422: no schema can
 # know how long a request's log is.
 FOLLOW_POSITIVE = [*POSITIVE_DATA_ACCEPTANCE_EXPECTED_STATUSES, "422"]
+# The same holds for a network that is well formed but breaks a publish-time rule (reachability, ...),
+# a setting the schema lists but the protocol in the path does not take, and a /run naming a version
+# of no network: no schema ties a value to another.
+PUBLISH_POSITIVE = FOLLOW_POSITIVE
+SETTINGS_POSITIVE = [*POSITIVE_DATA_ACCEPTANCE_EXPECTED_STATUSES, "400"]
 CHECKS = f"""
 [generation]
 deterministic = true
@@ -51,6 +57,18 @@ expected-statuses = {json.dumps(NEGATIVE)}
 [[operations]]
 include-path = "/api/requests/{{request_id}}/stream"
 checks.positive_data_acceptance.expected-statuses = {json.dumps(FOLLOW_POSITIVE)}
+
+[[operations]]
+include-name = "POST /api/networks"
+checks.positive_data_acceptance.expected-statuses = {json.dumps(PUBLISH_POSITIVE)}
+
+[[operations]]
+include-path = "/api/runs/{{protocol}}/stream"
+checks.positive_data_acceptance.expected-statuses = {json.dumps(SETTINGS_POSITIVE)}
+
+[[operations]]
+include-path = "/run"
+checks.positive_data_acceptance.expected-statuses = {json.dumps(SETTINGS_POSITIVE)}
 """
 
 

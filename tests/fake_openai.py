@@ -81,6 +81,20 @@ class FakeOpenAI:
             return reply
 
 
+def last_message(request: dict[str, Any]) -> str:
+    """The text of a request's last message."""
+    content = request["messages"][-1]["content"]
+    return content if isinstance(content, str) else json.dumps(content)
+
+
+def forced_tool(request: dict[str, Any]) -> str:
+    """The one tool a request forces, checked to be the only one offered."""
+    assert [t["type"] for t in request["tools"]] == ["function"]
+    name = request["tools"][0]["function"]["name"]
+    assert request["tool_choice"] == {"type": "function", "function": {"name": name}}
+    return str(name)
+
+
 def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
     return {
         "id": "chatcmpl-fake",

@@ -20,7 +20,7 @@ from nodes.agent_network.prompts import CONTEXT_HEADING
 from nodes.agent_network.schemas import AgentDecision
 from nodes.structured import CORRECTION, JSON_INSTRUCTION
 from nodes.trace import MemoryTraceStore
-from tests.fake_openai import Reply, fake_openai, tool_reply
+from tests.fake_openai import Reply, fake_openai, forced_tool, last_message, tool_reply
 from tests.helpers import kinds, of_type
 from tools import default_registry
 from tools.networks import EXAMPLE_NETWORK, compile_network, load_definition
@@ -79,19 +79,6 @@ def system_prompt(request: dict[str, Any]) -> str:
     first = request["messages"][0]
     assert first["role"] == "system"
     return str(first["content"])
-
-
-def last_message(request: dict[str, Any]) -> str:
-    content = request["messages"][-1]["content"]
-    return content if isinstance(content, str) else json.dumps(content)
-
-
-def forced_tool(request: dict[str, Any]) -> str:
-    """The one tool a request forces, checked to be the only one offered."""
-    assert [t["type"] for t in request["tools"]] == ["function"]
-    name = request["tools"][0]["function"]["name"]
-    assert request["tool_choice"] == {"type": "function", "function": {"name": name}}
-    return str(name)
 
 
 def assert_prompted(request: dict[str, Any], agent: str) -> None:

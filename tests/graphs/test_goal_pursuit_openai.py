@@ -16,7 +16,7 @@ from nodes.goal_pursuit.context import GoalPursuitContext
 from nodes.goal_pursuit.schemas import ActionDecision, DiscoveryPlan, RefinementDecision
 from nodes.structured import CORRECTION, JSON_INSTRUCTION
 from nodes.trace import MemoryTraceStore
-from tests.fake_openai import Reply, error, fake_openai, tool_reply
+from tests.fake_openai import Reply, error, fake_openai, forced_tool, last_message, tool_reply
 from tests.helpers import kinds, of_type
 from tools.resources import load_bundled
 
@@ -74,19 +74,6 @@ async def pursue(**fields: Any) -> RunResult:
 
 def phases(result: RunResult) -> list[str]:
     return [e.phase for e in of_type(result, "phase_start")]
-
-
-def last_message(request: dict[str, Any]) -> str:
-    content = request["messages"][-1]["content"]
-    return content if isinstance(content, str) else json.dumps(content)
-
-
-def forced_tool(request: dict[str, Any]) -> str:
-    """The one tool a request forces, checked to be the only one offered."""
-    assert [t["type"] for t in request["tools"]] == ["function"]
-    name = request["tools"][0]["function"]["name"]
-    assert request["tool_choice"] == {"type": "function", "function": {"name": name}}
-    return str(name)
 
 
 def assert_determined(result: RunResult) -> None:

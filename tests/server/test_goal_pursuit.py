@@ -9,7 +9,6 @@ import asyncio
 import os
 import shutil
 from collections.abc import Iterator
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -22,7 +21,8 @@ from nodes.events import Event, Final, Paused, Resumed
 from nodes.models import DEMO_WORKSPACE
 from nodes.trace import MemoryTraceStore
 from tests.graphs.test_goal_pursuit import CHAPTER, COMPASS, GOAL, MIRA
-from tests.server.conftest import Server, read_sse, stream
+from tests.server.conftest import Server, stream
+from tests.server.pausing import PausingDemo, check_resumes, tools_traced
 from tools.resources import ResourceRepository, bundled_world
 
 RUN = "/api/runs/goal_pursuit/stream"
@@ -79,23 +79,6 @@ def _progress(events: list[Event]) -> list[tuple[Any, ...]]:
     ]
 
 
-def _segment(client: httpx.Client, request_id: str, *, start: bool = False) -> list[Event]:
-    """Start or resume the demo and ask it to pause at once: it stops at its next pause point.
-
-    The pause is asked for as soon as the response starts, before its first event: the run is
-    driven from then on, and the next pause point may be one fast tool call away.
-    """
-    url, body = (RUN, _body(request_id)) if start else (f"/api/requests/{request_id}/resume", {})
-    with client.stream("POST", url, json=body, timeout=60) as response:
-        assert response.status_code == 200, response.read()
-        asked = client.post(f"/api/requests/{request_id}/pause").status_code
-        frames = read_sse(response)
-    events = [event for _, _, event in frames]
-    if isinstance(events[-1], Paused):
-        assert asked == 202 and events[-1].reason == "requested"
-    return events
-
-
 def _stopped_after(segment: list[Event]) -> tuple[str, int | None]:
     """The pause point a paused segment stopped at, told by the protocol's last event before ``paused``."""
     last = segment[-2]
@@ -105,40 +88,9 @@ def _stopped_after(segment: list[Event]) -> tuple[str, int | None]:
     return "execute_action", last.phase_index
 
 
-def _check_stops(segments: list[list[Event]]) -> None:
-    """Every segment but the last stopped at a pause point, in the run's order, and both kinds occur.
-
-    A resumed run reaches the next pause point within one fast tool call, so a pause asked for at
-    once may, on a loaded machine, arrive just after it: that pause lands on the following point.
-    """
-    stops = [_stopped_after(segment) for segment in segments[:-1]]
-    points = iter(EVERY_PAUSE_POINT)
-    assert all(stop in points for stop in stops), stops  # a subsequence, in order
-    kinds = {node for node, _ in stops}
-    assert stops[0] == EVERY_PAUSE_POINT[0] and kinds == {"analyze_refinement", "execute_action"}, stops
-
-
-def _pause_everywhere(clients: list[httpx.Client], request_id: str) -> list[list[Event]]:
-    """The demo stopped at every pause point; segment i is driven through ``clients[i % len(clients)]``."""
-    segments = [_segment(clients[0], request_id, start=True)]
-    while isinstance(segments[-1][-1], Paused):
-        assert len(segments) <= len(EVERY_PAUSE_POINT), "the run does not end"
-        segments.append(_segment(clients[len(segments) % len(clients)], request_id))
-    return segments
-
-
 def _check_resumed_without_repeats(segments: list[list[Event]], in_process: RunResult) -> None:
     """Each resume continues seq and the protocol's events, and no tool runs twice."""
-    for before, after in pairwise(segments):
-        paused, resumed = before[-1], after[0]
-        assert isinstance(paused, Paused) and isinstance(resumed, Resumed)
-        assert resumed.seq == paused.seq + 1 and not resumed.fork and resumed.reason == "requested"
-        # the server's own events carry the protocol's progress, read from the checkpoint
-        last = before[-2]
-        for added in (paused, resumed):
-            assert (added.phase, added.phase_index, added.step) == (last.phase, last.phase_index, last.step)
-    events = [e for segment in segments for e in segment]
-    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    events = check_resumes(segments, lambda e: (e.phase, e.phase_index, e.step))
     assert _progress(events) == _progress(in_process.events)
     results = [e for e in events if e.type == "tool_result"]
     assert [(e.name, e.status) for e in results] == [(name, "ok") for name in TOOLS]
@@ -148,9 +100,7 @@ def _check_resumed_without_repeats(segments: list[list[Event]], in_process: RunR
     assert isinstance(final, Final) and final.resolution == in_process.final.resolution
 
 
-def _tools_traced(client: httpx.Client, request_id: str) -> list[str]:
-    trace = client.get(f"/api/requests/{request_id}/trace").json()
-    return [t["details"]["name"] for t in trace if t["type"] == "tool_call"]
+DEMO = PausingDemo(RUN, _body, EVERY_PAUSE_POINT, _stopped_after)
 
 
 def test_the_demo_streams_to_one_final_with_its_resolution(server: Server, in_process: RunResult):
@@ -159,7 +109,7 @@ def test_the_demo_streams_to_one_final_with_its_resolution(server: Server, in_pr
         assert listed["goal_pursuit"] == RUN
         events = stream(client, "POST", RUN, json=_body("gp-demo"))
         assert client.get("/api/requests/gp-demo").json()["status"] == "completed"
-        traced = _tools_traced(client, "gp-demo")
+        traced = tools_traced(client, "gp-demo")
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert {(e.request_id, e.project_id, e.protocol) for e in events} == {("gp-demo", "proj", "goal_pursuit")}
     assert all(e.phase is not None and e.phase_index is not None for e in events)
@@ -201,13 +151,13 @@ def test_pausing_at_every_pause_point_then_resuming_runs_each_tool_once(
     server: Server, in_process: RunResult
 ):
     with httpx.Client(base_url=server.url) as client:
-        segments = _pause_everywhere([client], "gp-pause")
+        segments = DEMO.pause_everywhere([client], "gp-pause")
         refused = client.post("/api/requests/gp-pause/pause")
         replayed = stream(client, "GET", "/api/requests/gp-pause/stream")
         first_pause = {"Last-Event-ID": str(segments[0][-1].seq)}
         after_first_pause = stream(client, "GET", "/api/requests/gp-pause/stream", headers=first_pause)
-        traced = _tools_traced(client, "gp-pause")
-    _check_stops(segments)
+        traced = tools_traced(client, "gp-pause")
+    DEMO.check_stops(segments)
     _check_resumed_without_repeats(segments, in_process)
     assert refused.status_code == 409 and "completed" in refused.json()["message"]
     events = [e for segment in segments for e in segment]
@@ -221,9 +171,9 @@ def test_a_paused_run_resumes_on_a_restarted_server(servers, tmp_path: Path, in_
     shutil.copytree(bundled_world(), world)
     first = servers(PHASEGRAPH_RESOURCES=str(world))
     with httpx.Client(base_url=first.url) as client:
-        segments = [_segment(client, "gp-restart", start=True)]
+        segments = [DEMO.segment(client, "gp-restart", start=True)]
         while not any(e.type == "tool_result" for e in segments[-1]):
-            segments.append(_segment(client, "gp-restart"))
+            segments.append(DEMO.segment(client, "gp-restart"))
     first.kill()  # SIGKILL while paused after move_item ran (at its pause point)
     assert ResourceRepository.load(world).get(COMPASS).properties["owner"] == MIRA
 
@@ -232,7 +182,7 @@ def test_a_paused_run_resumes_on_a_restarted_server(servers, tmp_path: Path, in_
         assert client.get("/api/requests/gp-restart").json()["status"] == "paused"
         replayed = stream(client, "GET", "/api/requests/gp-restart/stream")
         rest = stream(client, "POST", "/api/requests/gp-restart/resume", json={})
-        traced = _tools_traced(client, "gp-restart")
+        traced = tools_traced(client, "gp-restart")
     before = [e for segment in segments for e in segment]
     assert [e.to_json() for e in replayed] == [e.to_json() for e in before]
     _check_resumed_without_repeats([*segments, rest], in_process)
@@ -250,10 +200,10 @@ def test_two_replicas_take_turns_at_every_pause_point(servers, in_process: RunRe
     replica_a, replica_b = servers(**database), servers(**database)
     request_id = f"gp-{uuid4().hex}"  # the database outlives the test
     with httpx.Client(base_url=replica_a.url) as a, httpx.Client(base_url=replica_b.url) as b:
-        segments = _pause_everywhere([a, b], request_id)
-        traced = [_tools_traced(client, request_id) for client in (a, b)]
+        segments = DEMO.pause_everywhere([a, b], request_id)
+        traced = [tools_traced(client, request_id) for client in (a, b)]
         replayed = [stream(client, "GET", f"/api/requests/{request_id}/stream") for client in (a, b)]
-    _check_stops(segments)
+    DEMO.check_stops(segments)
     _check_resumed_without_repeats(segments, in_process)
     assert traced == [TOOLS, TOOLS]
     events = [e.to_json() for segment in segments for e in segment]
@@ -269,7 +219,7 @@ def test_cancel_ends_a_running_or_paused_run_for_good(server: Server):
 
         running = stream(client, "POST", RUN, json=_body("gp-cancel"), on_event=cancel_at_once)
         refused = client.post("/api/requests/gp-cancel/resume", json={})
-        paused = _segment(client, "gp-cancel-paused", start=True)
+        paused = DEMO.segment(client, "gp-cancel-paused", start=True)
         assert client.post("/api/requests/gp-cancel-paused/cancel").json()["status"] == "cancelled"
         assert client.post("/api/requests/gp-cancel-paused/cancel").status_code == 200  # idempotent
         replayed = stream(client, "GET", "/api/requests/gp-cancel-paused/stream")

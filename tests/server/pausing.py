@@ -1,0 +1,83 @@
+"""Driving a protocol's offline demo over HTTP to each of its pause points (the server tests)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any
+
+import httpx
+
+from nodes.events import Event, Paused, Resumed
+from tests.server.conftest import read_sse
+
+#: Where a paused segment stopped: (graph node, phase index).
+Stop = tuple[str, int | None]
+
+
+@dataclass(frozen=True)
+class PausingDemo:
+    """A protocol's demo as the pause tests drive it."""
+
+    route: str  # its streaming route
+    body: Callable[[str], dict[str, Any]]  # the start body of a request id
+    every_pause_point: list[Stop]  # in order, where it stops when asked to pause as each segment starts
+    stopped_after: Callable[[list[Event]], Stop]  # told by a paused segment's last protocol event
+
+    def segment(self, client: httpx.Client, request_id: str, *, start: bool = False) -> list[Event]:
+        """Start or resume the demo and ask it to pause at once: it stops at its next pause point.
+
+        The pause is asked for as soon as the response starts, before its first event: the run is
+        driven from then on, and the next pause point may be one fast tool call away.
+        """
+        url, body = (
+            (self.route, self.body(request_id)) if start else (f"/api/requests/{request_id}/resume", {})
+        )
+        with client.stream("POST", url, json=body, timeout=60) as response:
+            assert response.status_code == 200, response.read()
+            asked = client.post(f"/api/requests/{request_id}/pause").status_code
+            frames = read_sse(response)
+        events = [event for _, _, event in frames]
+        if isinstance(events[-1], Paused):
+            assert asked == 202 and events[-1].reason == "requested"
+        return events
+
+    def pause_everywhere(self, clients: list[httpx.Client], request_id: str) -> list[list[Event]]:
+        """The demo stopped at every pause point; segment i goes through ``clients[i % len(clients)]``."""
+        segments = [self.segment(clients[0], request_id, start=True)]
+        while isinstance(segments[-1][-1], Paused):
+            assert len(segments) <= len(self.every_pause_point), "the run does not end"
+            segments.append(self.segment(clients[len(segments) % len(clients)], request_id))
+        return segments
+
+    def check_stops(self, segments: list[list[Event]]) -> None:
+        """Every segment but the last stopped at a pause point, in the run's order, and every kind occurs.
+
+        A resumed run reaches the next pause point within one fast step, so a pause asked for at once
+        may, on a loaded machine, arrive just after it: that pause lands on the following point.
+        """
+        stops = [self.stopped_after(segment) for segment in segments[:-1]]
+        points = iter(self.every_pause_point)
+        assert all(stop in points for stop in stops), stops  # a subsequence, in order
+        kinds = {node for node, _ in self.every_pause_point}
+        assert stops[0] == self.every_pause_point[0] and {node for node, _ in stops} == kinds, stops
+
+
+def check_resumes(segments: list[list[Event]], where: Callable[[Event], tuple[Any, ...]]) -> list[Event]:
+    """Each resume follows its pause with the next seq and the checkpoint's progress; returns all events."""
+    for before, after in pairwise(segments):
+        paused, resumed = before[-1], after[0]
+        assert isinstance(paused, Paused) and isinstance(resumed, Resumed)
+        assert resumed.seq == paused.seq + 1 and not resumed.fork and resumed.reason == "requested"
+        # the server's own events carry the protocol's progress, read from the checkpoint
+        assert where(paused) == where(resumed) == where(before[-2])
+    events = [e for segment in segments for e in segment]
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    return events
+
+
+def tools_traced(client: httpx.Client, request_id: str) -> list[str]:
+    """The tools a request's trace shows called, in order."""
+    trace = client.get(f"/api/requests/{request_id}/trace").json()
+    return [t["details"]["name"] for t in trace if t["type"] == "tool_call"]

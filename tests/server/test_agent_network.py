@@ -1,0 +1,512 @@
+"""agent_network over real HTTP: the server streams it with no code of its own for the protocol.
+
+SSE frames are parsed back into the event union; the bundled example network (triage hands the
+question to the researcher, who searches and reads the docs, then hands it to the writer, who
+responds) is paused at its pause points, resumed, killed, moved between replicas, cancelled,
+replayed and forked, and no tool that completed ever runs again.
+"""
+
+import asyncio
+import os
+import shutil
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import httpx
+import pytest
+
+from graphs.run import RunResult, run
+from nodes.events import Cancelled, Event, Final, Paused, Resumed, Route, ToolCall, ToolResultEvent
+from nodes.models import DEMO_WORKSPACE
+from nodes.trace import MemoryTraceStore
+from tests.graphs.test_agent_network import QUESTION
+from tests.server.conftest import Server, read_sse, stream
+from tests.server.pausing import PausingDemo, check_resumes, tools_traced
+from tests.server.test_crash_recovery import _kept
+
+RUN = "/api/runs/agent_network/stream"
+TOOLS = ["search_files", "read_file"]
+#: The demo's events, in order: five decisions, two handoffs, two tool executions, one answer.
+DEMO_KINDS = [
+    "agent_step", "route",  # triage hands the question to the researcher
+    "agent_step", "tool_call", "tool_result",  # search_files
+    "agent_step", "tool_call", "tool_result",  # read_file
+    "agent_step", "route",  # the researcher hands what it found to the writer
+    "agent_step", "final",  # the writer responds
+]  # fmt: skip
+#: The demo's pause points in order, as (node, phase index).
+EVERY_PAUSE_POINT = [("route_to_agent", 2), ("use_tool", 4), ("use_tool", 6), ("route_to_agent", 8)]
+#: The node behind each checkpoint of the demo's timeline (None: the input).
+TIMELINE = [
+    None, "__start__", "open_network",
+    "run_agent_step", "route_to_agent",
+    "run_agent_step", "use_tool",
+    "run_agent_step", "use_tool",
+    "run_agent_step", "route_to_agent",
+    "run_agent_step", "respond",
+]  # fmt: skip
+#: The demo's execution log as (type, step, epoch, agent).
+DEMO_LOG = [
+    ("agent", 1, 1, "triage"),
+    ("agent", 2, 2, "researcher"),
+    ("tool", 2, 2, "researcher"),
+    ("agent", 3, 2, "researcher"),
+    ("tool", 3, 2, "researcher"),
+    ("agent", 4, 2, "researcher"),
+    ("agent", 5, 3, "writer"),
+]
+#: Where the demo is once the researcher decided to search (the checkpoint before search_files).
+DECIDED_TO_SEARCH = ("agent_step", 3, 2, "researcher", 2)
+#: Where it is once search_files ran (its pause point).
+SEARCHED = ("tool_execution", 4, 2, "researcher", 2)
+#: The archive that makes search_files slow: notes this many folders deep, and how many.
+ARCHIVE_DEPTH, ARCHIVE_NOTES = 40, 6000
+WAIT_SECONDS = 30
+
+needs_postgres = pytest.mark.skipif(
+    not os.environ.get("PHASEGRAPH_TEST_POSTGRES_URL"), reason="PHASEGRAPH_TEST_POSTGRES_URL unset"
+)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One server for the tests that need nothing but the default settings (each start costs seconds)."""
+    folder = tmp_path_factory.mktemp("agent-network")
+    env = {
+        "PHASEGRAPH_CHECKPOINTER": f"sqlite:{folder / 'state.db'}",
+        "PHASEGRAPH_WORKSPACE": str(DEMO_WORKSPACE),
+    }
+    started = Server(env=env, log=folder / "server.log").start()
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="module")
+def slow_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo workspace plus a deep archive of notes under docs/ that mention nothing of the question.
+
+    The demo's search_files walks docs/, so here it takes a second or so and finds exactly what it
+    finds in the bundled workspace: a test can pause, cancel or kill the run while the tool runs.
+    (The demo's decisions come from a script and take milliseconds: the tool is its one slow step.)
+    """
+    root = tmp_path_factory.mktemp("slow") / "workspace"
+    shutil.copytree(DEMO_WORKSPACE, root)
+    archive = root / "docs" / "archive"
+    for level in range(ARCHIVE_DEPTH):
+        archive = archive / f"{level:02d}"
+    archive.mkdir(parents=True)
+    for number in range(ARCHIVE_NOTES):
+        (archive / f"minutes-{number:05d}.md").write_text(
+            "Minutes of a planning meeting.\n", encoding="utf-8"
+        )
+    return root
+
+
+@pytest.fixture(scope="module")
+def in_process() -> RunResult:
+    """The demo run in this process, with no server: what every stream below must reproduce."""
+    return asyncio.run(run("agent_network", QUESTION, traces=MemoryTraceStore()))
+
+
+def _body(request_id: str, **extra: Any) -> dict[str, Any]:
+    return {"message": QUESTION, "projectId": "proj", "requestId": request_id, **extra}
+
+
+def _where(event: Event) -> tuple[Any, ...]:
+    """An event's place in the run: phase, phase index, step, agent in control, control epoch."""
+    return (event.phase, event.phase_index, event.step, event.agent, event.epoch)
+
+
+def _progress(events: list[Event]) -> list[tuple[Any, ...]]:
+    """What the protocol emitted, and where: the events the server adds (paused, resumed) left out."""
+    return [(e.type, *_where(e)) for e in events if not isinstance(e, Paused | Resumed)]
+
+
+def _stopped_after(segment: list[Event]) -> tuple[str, int]:
+    """The pause point a paused segment stopped at, told by the protocol's last event before ``paused``."""
+    last = segment[-2]
+    assert last.phase_index is not None, last
+    if isinstance(last, Route):
+        return "route_to_agent", last.phase_index
+    assert isinstance(last, ToolResultEvent) and last.phase == "tool_execution", last
+    return "use_tool", last.phase_index
+
+
+def _tool_events(events: list[Event]) -> tuple[list[ToolCall], list[ToolResultEvent]]:
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    return calls, [e for e in events if isinstance(e, ToolResultEvent)]
+
+
+def _check_tools_ran_once(events: list[Event]) -> list[str]:
+    """Each tool was called once, under an execution id of its own; returns the ids in order.
+
+    Counted over all ``events`` given (a whole request): per tool and per execution id.
+    """
+    calls, results = _tool_events(events)
+    assert Counter(e.name for e in calls) == Counter(TOOLS) and [e.name for e in calls] == TOOLS
+    assert [(e.name, e.status) for e in results] == [(name, "ok") for name in TOOLS]
+    ids = [e.execution_id for e in calls]
+    assert [e.execution_id for e in results] == ids and [e.call_id for e in calls] == ids
+    executed = [i for i in ids if i is not None]
+    assert len(executed) == len(TOOLS) and set(Counter(executed).values()) == {1}
+    assert not [e for e in events if e.type == "duplicate_tool_call"]
+    return executed
+
+
+def _check_resumed_without_repeats(segments: list[list[Event]], in_process: RunResult) -> None:
+    """Each resume continues seq and the protocol's events, and no tool runs twice."""
+    events = check_resumes(segments, _where)
+    assert _progress(events) == _progress(in_process.events)
+    _check_tools_ran_once(events)
+    final = events[-1]
+    assert isinstance(final, Final) and in_process.final is not None
+    assert final.answer == in_process.final.answer and final.agent == "writer"
+
+
+DEMO = PausingDemo(RUN, _body, EVERY_PAUSE_POINT, _stopped_after)
+
+
+def _latest_values(client: httpx.Client, thread_id: str) -> dict[str, Any]:
+    """The state the thread's newest checkpoint saved (the end of the run)."""
+    newest = client.get(f"/api/threads/{thread_id}/checkpoints").json()[-1]
+    answer = client.get(f"/api/threads/{thread_id}/checkpoints/{newest['checkpointId']}").json()
+    assert answer["checkpointId"] == newest["checkpointId"] and answer["next"] == []
+    values: dict[str, Any] = answer["values"]
+    return values
+
+
+def _check_logs(values: dict[str, Any], execution_ids: list[str], answer: str) -> None:
+    """The final state's execution log and tool execution log hold exactly the executions streamed."""
+    log, payloads = values["execution_log"], values["tool_execution_log"]
+    assert [(e["type"], e["step"], e["epoch"], e["agent_key"]) for e in log] == DEMO_LOG
+    tool_steps = [e for e in log if e["type"] == "tool"]
+    assert [e["execution_id"] for e in tool_steps] == execution_ids
+    assert [e["tool_key"] for e in tool_steps] == TOOLS and {e["status"] for e in tool_steps} == {"ok"}
+    assert list(payloads) == execution_ids  # one payload per execution: nothing ran twice
+    for entry in tool_steps:
+        payload = payloads[entry["execution_id"]]
+        assert (payload["tool_key"], payload["step"], payload["epoch"], payload["status"]) == (
+            entry["tool_key"], entry["step"], entry["epoch"], "ok"
+        )  # fmt: skip
+        assert payload["agent_key"] == "researcher"
+    search, read = (payloads[i] for i in execution_ids)
+    assert search["merged_params"] == {"query": "stream", "path": "docs"}  # the network's system param
+    assert "docs/roadmap.md" in search["result"] and "archive" not in search["result"]
+    assert read["merged_params"] == {"path": "docs/team.md"} and "Linus: streaming server" in read["result"]
+    instructions = values["instructions"]
+    assert [i["action"] for i in instructions] == [
+        "ROUTE_TO_AGENT", "USE_TOOL", "USE_TOOL", "ROUTE_TO_AGENT", "RESPOND"
+    ]  # fmt: skip
+    assert [i["execution_id"] for i in instructions if i["action"] == "USE_TOOL"] == execution_ids
+    assert (values["responder"], values["answer"], values["control_epoch"]) == ("writer", answer, 3)
+
+
+def _wait_for_checkpoint(client: httpx.Client, request_id: str, node: str, phase_index: int) -> None:
+    """Until the run's checkpoint after ``node`` at ``phase_index`` is saved."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    url = f"/api/threads/{request_id}/checkpoints"
+    while not any((c["node"], c["phaseIndex"]) == (node, phase_index) for c in client.get(url).json()):
+        assert time.monotonic() < deadline, f"{node} ({phase_index}) was never saved"
+        time.sleep(0.02)
+
+
+def _kill_while_searching(server: Server, request_id: str) -> list[Event]:
+    """Start the demo (on the slow workspace) and SIGKILL its server while search_files runs.
+
+    The kill waits for the researcher's decision to be saved, so the run is taken over from the
+    checkpoint right before the tool: the search it interrupted must run again, nothing else.
+    """
+    seen: list[Event] = []
+    with (
+        httpx.Client(base_url=server.url) as client,
+        client.stream("POST", RUN, json=_body(request_id), timeout=60) as response,
+    ):
+
+        def on_event(event: Event) -> None:
+            seen.append(event)
+            if isinstance(event, ToolCall):
+                _wait_for_checkpoint(client, request_id, "run_agent_step", 3)
+                server.kill()
+
+        with pytest.raises(httpx.HTTPError):  # the connection dies with the server
+            read_sse(response, on_event=on_event)
+    assert server.process is not None and server.process.returncode is not None
+    assert [e.type for e in seen] == DEMO_KINDS[:4]  # search_files was called and never returned
+    return seen
+
+
+def _wait_until_not_running(client: httpx.Client, request_id: str) -> str:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while (status := client.get(f"/api/requests/{request_id}").json()["status"]) == "running":
+        assert time.monotonic() < deadline, "no replica took the run over"
+        time.sleep(0.1)
+    return str(status)
+
+
+def test_the_demo_streams_in_order_to_the_writers_answer(server: Server, in_process: RunResult):
+    with httpx.Client(base_url=server.url) as client:
+        listed = {p["id"]: (p["seed"], p["route"]) for p in client.get("/api/protocols").json()}
+        assert listed["agent_network"] == ("003", RUN)
+        events = stream(client, "POST", RUN, json=_body("an-demo"))
+        status = client.get("/api/requests/an-demo").json()
+        traced = tools_traced(client, "an-demo")
+        values = _latest_values(client, "an-demo")
+    assert (status["status"], status["protocol"], status["lastSeq"]) == ("completed", "agent_network", 12)
+    assert status["model"] == "scripted:demo"
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert {(e.request_id, e.project_id, e.protocol) for e in events} == {
+        ("an-demo", "proj", "agent_network")
+    }
+    # exactly the protocol's own events, in its order: the server adds and changes nothing
+    assert [e.type for e in events] == DEMO_KINDS
+    assert _progress(events) == _progress(in_process.events)
+    assert all(e.step and e.agent and e.epoch for e in events)
+    steps = [e for e in events if e.type == "agent_step"]
+    assert [(e.step, e.agent, e.epoch) for e in steps] == [
+        (1, "triage", 1), (2, "researcher", 2), (3, "researcher", 2), (4, "researcher", 2), (5, "writer", 3)
+    ]  # fmt: skip
+    routes = [e for e in events if isinstance(e, Route)]
+    assert [(e.from_agent, e.to_agent, e.epoch) for e in routes] == [
+        ("triage", "researcher", 2),
+        ("researcher", "writer", 3),
+    ]
+    assert routes[1].message is not None and "Linus" in routes[1].message
+    calls, _ = _tool_events(events)
+    assert [(e.name, e.args, *_where(e)) for e in calls] == [
+        ("search_files", {"query": "stream", "path": "docs"}, *SEARCHED),
+        ("read_file", {"path": "docs/team.md"}, "tool_execution", 6, 3, "researcher", 2),
+    ]
+    executed = _check_tools_ran_once(events)
+    assert all("output" not in e.to_dict() for e in events if e.type == "tool_result")
+    final = events[-1]
+    assert isinstance(final, Final) and in_process.final is not None
+    assert _where(final) == ("agent_step", 9, 5, "writer", 3) and not final.all_tools_failed
+    assert final.answer == in_process.final.answer and "Linus" in final.answer
+    assert traced == TOOLS
+    _check_logs(values, executed, final.answer)
+
+
+def test_last_event_id_replays_what_was_missed_without_repeats(server: Server):
+    with httpx.Client(base_url=server.url) as client:
+        body = _body("an-replay", onDisconnect="continue", showToolOutputs=True)
+        head = stream(client, "POST", RUN, json=body, stop_after="route")  # then drop the connection
+        follow = "/api/requests/an-replay/stream"
+        rest = stream(client, "GET", follow, headers={"Last-Event-ID": str(head[-1].seq)})
+        everything = stream(client, "GET", follow)
+        nothing_after = {"Last-Event-ID": str(everything[-1].seq)}
+        assert stream(client, "GET", follow, headers=nothing_after) == []
+        past_the_end = client.get(follow, headers={"Last-Event-ID": str(everything[-1].seq + 1)})
+    assert [e.type for e in head] == ["agent_step", "route"]
+    events = head + rest
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert [e.to_json() for e in everything] == [e.to_json() for e in events]
+    assert [e.type for e in events] == DEMO_KINDS
+    _check_tools_ran_once(events)
+    outputs = {e.name: e.output for e in events if isinstance(e, ToolResultEvent)}
+    assert outputs["read_file"] is not None and "Linus: streaming server" in outputs["read_file"]
+    assert outputs["search_files"] is not None and "docs/roadmap.md" in outputs["search_files"]
+    assert past_the_end.status_code == 422 and "Last-Event-ID" in past_the_end.json()["message"]
+
+
+def test_pausing_at_every_pause_point_then_resuming_runs_each_tool_once(
+    server: Server, in_process: RunResult
+):
+    with httpx.Client(base_url=server.url) as client:
+        segments = DEMO.pause_everywhere([client], "an-pause")
+        refused = client.post("/api/requests/an-pause/pause")
+        replayed = stream(client, "GET", "/api/requests/an-pause/stream")
+        first_pause = {"Last-Event-ID": str(segments[0][-1].seq)}
+        after_first_pause = stream(client, "GET", "/api/requests/an-pause/stream", headers=first_pause)
+        traced = tools_traced(client, "an-pause")
+        values = _latest_values(client, "an-pause")
+    DEMO.check_stops(segments)
+    _check_resumed_without_repeats(segments, in_process)
+    assert refused.status_code == 409 and "completed" in refused.json()["message"]
+    events = [e for segment in segments for e in segment]
+    assert [e.to_json() for e in replayed] == [e.to_json() for e in events]  # across every pause
+    assert [e.seq for e in after_first_pause] == [e.seq for e in events[len(segments[0]) :]]
+    assert traced == TOOLS
+    final = events[-1]
+    assert isinstance(final, Final)
+    _check_logs(values, _check_tools_ran_once(events), final.answer)
+
+
+def test_a_run_killed_while_paused_after_its_search_resumes_on_a_restarted_server(
+    servers, slow_workspace: Path, in_process: RunResult
+):
+    env = {"PHASEGRAPH_WORKSPACE": str(slow_workspace)}
+    first = servers(**env)
+    with httpx.Client(base_url=first.url) as client:
+        segments = [DEMO.segment(client, "an-restart", start=True)]
+        while not any(e.type == "tool_result" for e in segments[-1]):
+            segments.append(DEMO.segment(client, "an-restart"))
+    first.kill()  # SIGKILL while paused right after search_files ran (the search is slow: it stops there)
+    assert _stopped_after(segments[-1]) == ("use_tool", 4)
+
+    second = servers(**env)
+    with httpx.Client(base_url=second.url) as client:
+        assert client.get("/api/requests/an-restart").json()["status"] == "paused"
+        replayed = stream(client, "GET", "/api/requests/an-restart/stream")
+        rest = stream(client, "POST", "/api/requests/an-restart/resume", json={})
+        traced = tools_traced(client, "an-restart")
+        values = _latest_values(client, "an-restart")
+    before = [e for segment in segments for e in segment]
+    assert [e.to_json() for e in replayed] == [e.to_json() for e in before]
+    _check_resumed_without_repeats([*segments, rest], in_process)
+    assert [e.name for e in rest if isinstance(e, ToolCall)] == ["read_file"]
+    assert traced == TOOLS  # search_files ran before the kill and never again
+    final = rest[-1]
+    assert isinstance(final, Final)
+    _check_logs(values, _check_tools_ran_once(before + rest), final.answer)
+
+
+@pytest.mark.parametrize("taken_over_by", ["restarted server", pytest.param("replica", marks=needs_postgres)])
+def test_a_run_killed_mid_tool_is_taken_over_and_repeats_only_that_tool(
+    servers, slow_workspace: Path, in_process: RunResult, taken_over_by: str
+):
+    env = {"PHASEGRAPH_WORKSPACE": str(slow_workspace)}
+    replicas = taken_over_by == "replica"
+    if replicas:  # two replicas on the test Postgres: the other one is up before the kill
+        env["PHASEGRAPH_CHECKPOINTER"] = os.environ["PHASEGRAPH_TEST_POSTGRES_URL"]
+    driver = servers(**env)
+    other: Server | None = servers(**env) if replicas else None
+    request_id = f"an-{uuid4().hex}"  # a Postgres database outlives the test
+    before = _kill_while_searching(driver, request_id)
+    # a restarted server on the same sqlite database takes the run over at start-up; a replica,
+    # as soon as its watcher sees the driver's process is gone
+    other = other or servers(**env)
+    with httpx.Client(base_url=other.url) as client:
+        assert _wait_until_not_running(client, request_id) == "paused"
+        replayed = stream(client, "GET", f"/api/requests/{request_id}/stream")
+        rest = stream(client, "POST", f"/api/requests/{request_id}/resume", json={})
+        traced = tools_traced(client, request_id)
+        values = _latest_values(client, request_id)
+    crashed, resumed = replayed[-1], rest[0]
+    assert [e.to_json() for e in replayed[:-1]] == [e.to_json() for e in before]
+    assert isinstance(crashed, Paused) and crashed.reason == "crashed" and crashed.seq == before[-1].seq + 1
+    assert _where(crashed) == DECIDED_TO_SEARCH  # the checkpoint right before the tool
+    interrupted = before[-1]
+    assert isinstance(interrupted, ToolCall) and interrupted.name == "search_files"
+    assert isinstance(resumed, Resumed) and resumed.reason == "crashed" and not resumed.fork
+    assert resumed.seq == crashed.seq + 1 and _where(resumed) == DECIDED_TO_SEARCH
+    assert resumed.replaces_from_seq == interrupted.seq  # the interrupted call is dropped, nothing before it
+    events = replayed + rest
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    kept = _kept(events)
+    assert _progress(kept) == _progress(in_process.events)
+    executed = _check_tools_ran_once(kept)
+    # Over the whole request: the search that never returned is called again under a new
+    # execution id; every call has an id of its own and each tool returned exactly once.
+    calls, results = _tool_events(events)
+    assert [e.name for e in calls] == ["search_files", *TOOLS] and [e.name for e in results] == TOOLS
+    assert set(Counter(e.execution_id for e in calls).values()) == {1}
+    assert interrupted.execution_id not in executed
+    assert [e.name for e in rest if isinstance(e, ToolCall)] == TOOLS
+    # the trace records a call along with the run's next event: the interrupted one may be missing
+    assert traced[-len(TOOLS) :] == TOOLS and traced.count("read_file") == 1
+    final = events[-1]
+    assert isinstance(final, Final) and in_process.final is not None
+    assert final.answer == in_process.final.answer
+    _check_logs(values, executed, final.answer)  # the interrupted execution left nothing in the logs
+
+
+@needs_postgres
+def test_two_replicas_take_turns_at_every_pause_point(servers, in_process: RunResult):
+    database = {"PHASEGRAPH_CHECKPOINTER": os.environ["PHASEGRAPH_TEST_POSTGRES_URL"]}
+    replica_a, replica_b = servers(**database), servers(**database)
+    request_id = f"an-{uuid4().hex}"
+    with httpx.Client(base_url=replica_a.url) as a, httpx.Client(base_url=replica_b.url) as b:
+        segments = DEMO.pause_everywhere([a, b], request_id)
+        traced = [tools_traced(client, request_id) for client in (a, b)]
+        replayed = [stream(client, "GET", f"/api/requests/{request_id}/stream") for client in (a, b)]
+        values = _latest_values(b, request_id)
+    DEMO.check_stops(segments)
+    _check_resumed_without_repeats(segments, in_process)
+    assert traced == [TOOLS, TOOLS]
+    events = [e.to_json() for segment in segments for e in segment]
+    assert [e.to_json() for e in replayed[0]] == [e.to_json() for e in replayed[1]] == events
+    final = segments[-1][-1]
+    assert isinstance(final, Final)
+    _check_logs(values, _check_tools_ran_once(replayed[0]), final.answer)
+
+
+def test_cancel_ends_a_running_or_paused_run_for_good(servers, slow_workspace: Path):
+    server = servers(PHASEGRAPH_WORKSPACE=str(slow_workspace))
+    with httpx.Client(base_url=server.url) as client:
+
+        def cancel_mid_search(event: Event) -> None:
+            if isinstance(event, ToolCall):
+                assert client.post("/api/requests/an-cancel/cancel").json()["status"] == "cancelled"
+
+        running = stream(client, "POST", RUN, json=_body("an-cancel"), on_event=cancel_mid_search)
+        refused = client.post("/api/requests/an-cancel/resume", json={})
+        paused = DEMO.segment(client, "an-cancel-paused", start=True)
+        assert client.post("/api/requests/an-cancel-paused/cancel").json()["status"] == "cancelled"
+        assert client.post("/api/requests/an-cancel-paused/cancel").status_code == 200  # idempotent
+        replayed = stream(client, "GET", "/api/requests/an-cancel-paused/stream")
+        statuses = {
+            client.get(f"/api/requests/{r}").json()["status"] for r in ("an-cancel", "an-cancel-paused")
+        }
+        refused_too = client.post("/api/requests/an-cancel-paused/resume", json={})
+    assert [e.type for e in running] == [*DEMO_KINDS[:4], "cancelled"]  # the search never returned
+    cancelled = running[-1]
+    assert isinstance(cancelled, Cancelled) and cancelled.protocol == "agent_network"
+    assert _where(cancelled) == DECIDED_TO_SEARCH
+    assert statuses == {"cancelled"}
+    for answer in (refused, refused_too):
+        assert answer.status_code == 409 and "cancelled" in answer.json()["message"]
+    assert _stopped_after(paused) in EVERY_PAUSE_POINT[:2]  # before the search, or after it
+    cancelled = replayed[-1]
+    assert [e.to_json() for e in replayed[:-1]] == [e.to_json() for e in paused]
+    assert isinstance(cancelled, Cancelled) and cancelled.seq == paused[-1].seq + 1
+    assert _where(cancelled) == _where(paused[-1]) == _where(paused[-2])
+
+
+def test_checkpoints_show_the_network_and_fork_after_its_first_tool(server: Server, in_process: RunResult):
+    with httpx.Client(base_url=server.url) as client:
+        done = stream(client, "POST", RUN, json=_body("an-cp"))
+        timeline = client.get("/api/threads/an-cp/checkpoints").json()
+        used = [c for c in timeline if c["node"] == "use_tool"]
+        routed = next(c for c in timeline if c["node"] == "route_to_agent")
+        values = {
+            name: client.get(f"/api/threads/an-cp/checkpoints/{c['checkpointId']}").json()["values"]
+            for name, c in (("used", used[0]), ("routed", routed))
+        }
+        final_values = _latest_values(client, "an-cp")
+        forked = stream(client, "POST", f"/api/threads/an-cp/checkpoints/{used[0]['checkpointId']}/fork")
+        forked_values = _latest_values(client, "an-cp")  # the fork's branch is the thread's newest
+        from_phase = stream(client, "POST", "/api/requests/an-cp/resume", json={"resumeFromPhaseIndex": 4})
+        traced = [tools_traced(client, r) for r in ("an-cp", forked[0].request_id)]
+    assert [c["node"] for c in timeline] == TIMELINE
+    assert [c["phaseIndex"] for c in timeline] == [None, None, 0, *range(1, 10), 9]
+    assert timeline[-1]["next"] == [] and [c["next"] for c in used] == [["run_agent_step"]] * 2
+    assert [c["phaseIndex"] for c in used] == [4, 6] and routed["phaseIndex"] == 2
+    after_route, after_search = values["routed"], values["used"]
+    handed_over = (after_route["current_agent"], after_route["control_epoch"], after_route["steps"])
+    assert handed_over == ("researcher", 2, 1)
+    assert after_route["handoff"].startswith("Find who works on the streaming server")
+    assert after_route["tool_execution_log"] == {}
+    done_ids = _check_tools_ran_once(done)
+    assert [e["execution_id"] for e in after_search["execution_log"] if e["type"] == "tool"] == done_ids[:1]
+    assert list(after_search["tool_execution_log"]) == done_ids[:1] and after_search["steps"] == 2
+    final = done[-1]
+    assert isinstance(final, Final)
+    _check_logs(final_values, done_ids, final.answer)
+    for resumed, continued in ((forked, 1), (from_phase, done[-1].seq + 1)):
+        assert isinstance(resumed[0], Resumed) and resumed[0].fork and resumed[0].seq == continued
+        assert [e.seq for e in resumed] == list(range(continued, continued + len(resumed)))
+        # search_files ran before the point they continue from and never again
+        assert [e.name for e in resumed if isinstance(e, ToolCall)] == ["read_file"]
+        assert _progress(resumed) == _progress(in_process.events)[DEMO_KINDS.index("tool_result") + 1 :]
+        assert isinstance(resumed[-1], Final) and resumed[-1].answer == final.answer
+    assert forked[0].request_id != "an-cp" and isinstance(from_phase[0], Resumed)
+    assert from_phase[0].from_phase_index == 4
+    # the fork keeps the search's execution from the checkpoint and adds a read of its own
+    fork_read = next(e.execution_id for e in forked if isinstance(e, ToolCall))
+    assert fork_read is not None and fork_read not in done_ids
+    _check_logs(forked_values, [done_ids[0], fork_read], final.answer)
+    assert traced == [[*TOOLS, "read_file"], ["read_file"]]

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from nodes.events import Event, Paused, Resumed
-from tests.server.conftest import read_sse
+from tests.server.conftest import read_sse, stream
 
 #: Where a paused segment stopped: (graph node, phase index).
 Stop = tuple[str, int | None]
@@ -49,6 +49,21 @@ class PausingDemo:
         while isinstance(segments[-1][-1], Paused):
             assert len(segments) <= len(self.every_pause_point), "the run does not end"
             segments.append(self.segment(clients[len(segments) % len(clients)], request_id))
+        return segments
+
+    def pause_and_replay(self, client: httpx.Client, request_id: str, tools: list[str]) -> list[list[Event]]:
+        """Pause at every point to the end; check the stops, replays across pauses and traced tools."""
+        segments = self.pause_everywhere([client], request_id)
+        refused = client.post(f"/api/requests/{request_id}/pause")
+        replayed = stream(client, "GET", f"/api/requests/{request_id}/stream")
+        first_pause = {"Last-Event-ID": str(segments[0][-1].seq)}
+        after_first_pause = stream(client, "GET", f"/api/requests/{request_id}/stream", headers=first_pause)
+        self.check_stops(segments)
+        assert refused.status_code == 409 and "completed" in refused.json()["message"]
+        events = [e for segment in segments for e in segment]
+        assert [e.to_json() for e in replayed] == [e.to_json() for e in events]  # across every pause
+        assert [e.seq for e in after_first_pause] == [e.seq for e in events[len(segments[0]) :]]
+        assert tools_traced(client, request_id) == tools
         return segments
 
     def check_stops(self, segments: list[list[Event]]) -> None:

@@ -316,20 +316,10 @@ def test_pausing_at_every_pause_point_then_resuming_runs_each_tool_once(
     server: Server, in_process: RunResult
 ):
     with httpx.Client(base_url=server.url) as client:
-        segments = DEMO.pause_everywhere([client], "an-pause")
-        refused = client.post("/api/requests/an-pause/pause")
-        replayed = stream(client, "GET", "/api/requests/an-pause/stream")
-        first_pause = {"Last-Event-ID": str(segments[0][-1].seq)}
-        after_first_pause = stream(client, "GET", "/api/requests/an-pause/stream", headers=first_pause)
-        traced = tools_traced(client, "an-pause")
+        segments = DEMO.pause_and_replay(client, "an-pause", TOOLS)
         values = _latest_values(client, "an-pause")
-    DEMO.check_stops(segments)
     _check_resumed_without_repeats(segments, in_process)
-    assert refused.status_code == 409 and "completed" in refused.json()["message"]
     events = [e for segment in segments for e in segment]
-    assert [e.to_json() for e in replayed] == [e.to_json() for e in events]  # across every pause
-    assert [e.seq for e in after_first_pause] == [e.seq for e in events[len(segments[0]) :]]
-    assert traced == TOOLS
     final = events[-1]
     assert isinstance(final, Final)
     _check_logs(values, _check_tools_ran_once(events), final.answer)

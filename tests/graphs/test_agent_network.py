@@ -357,3 +357,14 @@ async def test_an_answer_resting_on_failed_tools_only_says_so(tmp_path, workspac
         tmp_path, workspace, tool("read_file", path="docs/a.md"), route("speaker"), answer("alpha")
     )
     assert worked.final is not None and not worked.final.all_tools_failed
+
+
+async def test_an_oversized_decision_is_corrected_once_then_ends_the_run(tmp_path, workspace):
+    huge = decide("ROUTE_TO_AGENT", "x" * 500, target_agent="speaker")
+    corrected, _ = await run_network(
+        tmp_path, workspace, huge, route("speaker"), answer("ok"), max_tool_args_chars=300
+    )
+    assert corrected.final is not None and of_type(corrected, "agent_step")[0].retries == 1
+    failed, _ = await run_network(tmp_path, workspace, huge, huge, max_tool_args_chars=300)
+    assert kinds(failed) == ["error"] and failed.error is not None
+    assert failed.error.kind == "invalid_model_output" and "at most 300 are accepted" in failed.error.message

@@ -35,7 +35,9 @@ async def open_network(state: AgentNetworkState, runtime: Runtime[AgentNetworkCo
             f"network {snapshot.name!r} has no agent {start!r} to start at; "
             f"agents: {', '.join(snapshot.agents)}"
         )
-    message = next(m for m in reversed(state["messages"]) if isinstance(m, HumanMessage))
+    message = next((m for m in reversed(state["messages"]) if isinstance(m, HumanMessage)), None)
+    if message is None or not message.text.strip():
+        raise ConfigurationError("the conversation has no user message: say what the network should do")
     return {
         "user_message": message.text,
         "network": snapshot.model_dump(mode="json"),

@@ -27,7 +27,8 @@ async def use_tool(state: AgentNetworkState, runtime: Runtime[AgentNetworkContex
     tool, step, epoch = details["tool"], state["steps"], state["control_epoch"]
     registry = context.registry()
     equipped = agent.tools[tool]
-    accepted = tool_catalogue(registry.select([tool]))[tool].params
+    # a tool this run does not offer (Context.tools left it out) gets the runner's error result
+    accepted = tool_catalogue(registry.select([tool]))[tool].params if registry.get(tool) else []
     system = {**equipped.system_params, **context.system_params}
     params = {
         **{k: v for k, v in system.items() if k in accepted and k not in equipped.agent_params},

@@ -368,3 +368,24 @@ async def test_an_oversized_decision_is_corrected_once_then_ends_the_run(tmp_pat
     failed, _ = await run_network(tmp_path, workspace, huge, huge, max_tool_args_chars=300)
     assert kinds(failed) == ["error"] and failed.error is not None
     assert failed.error.kind == "invalid_model_output" and "at most 300 are accepted" in failed.error.message
+
+
+async def test_a_tool_the_run_does_not_offer_is_an_error_result_not_a_crash(tmp_path, workspace):
+    definition = parse_definition(yaml.safe_dump({**PAIR, "name": "unoffered"}))
+    await open_network_store("memory").publish("default", compile_network(definition, default_registry()))
+    fewer = ["list_files", "search_files"]  # the published network has read_file; this run does not
+    context = AgentNetworkContext(
+        chat_model=scripted(tool("read_file", path="docs/a.md"), route("speaker"), answer("ok")),
+        workspace=str(workspace), network="unoffered", database="memory", tools=fewer,
+    )  # fmt: skip
+    result = await run("agent_network", "go", context=context)
+    done = of_type(result, "tool_result")[0]
+    assert done.status == "error" and "read_file" in (done.error or "")
+    assert result.final is not None and result.final.all_tools_failed
+
+
+async def test_a_conversation_without_a_user_message_is_refused_clearly(tmp_path, workspace):
+    spec = get_protocol("agent_network")
+    context = AgentNetworkContext(chat_model=scripted(answer("unused")), workspace=str(workspace))
+    events = [e async for e in stream_graph(spec, spec.compile(), {"messages": [("ai", "hello")]}, context)]
+    assert [e.type for e in events] == ["error"] and "no user message" in events[0].message

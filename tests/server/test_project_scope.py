@@ -10,10 +10,12 @@ import httpx
 import psycopg
 import pytest
 import sqlalchemy as sa
+from alembic.script import ScriptDirectory
 
 from nodes.events import Final, PhaseStart
 from nodes.models import DEMO_WORKSPACE
 from nodes.trace import TraceEntry
+from server.migrate import alembic_config
 from tests.server.conftest import Server, stream
 
 RUN = "/api/runs/triggered_phase/stream"
@@ -155,7 +157,9 @@ def test_an_sqlite_database_from_before_migrations_is_upgraded_in_place(servers,
         )
     with sqlite3.connect(database) as db:
         assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("their_rev",)]
-        assert db.execute("SELECT version_num FROM phasegraph_alembic_version").fetchall() == [("0002",)]
+        head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+        assert db.execute("SELECT version_num FROM phasegraph_alembic_version").fetchall() == [(head,)]
+        assert head == "0003" and db.execute("SELECT count(*) FROM phasegraph_networks").fetchone() == (0,)
 
 
 @pytest.fixture

@@ -8,10 +8,12 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from sqlalchemy.exc import SQLAlchemyError
 
 from nodes.settings import ServerSettings
 from server.store import RequestStore
 from tools import default_registry
+from tools.database import public_database
 from tools.networks import (
     NetworkError,
     NetworkSnapshot,
@@ -53,7 +55,11 @@ def publish_command(
 ) -> None:
     """Validate, compile and store a network as its next version (the same file twice: no new version)."""
     snapshot = _compiled(file)
-    stored = asyncio.run(_publish(_database(database), project, snapshot))
+    where = _database(database)
+    try:
+        stored = asyncio.run(_publish(where, project, snapshot))
+    except (SQLAlchemyError, OSError) as exc:
+        _fail(f"the network could not be stored in {public_database(where)}: {type(exc).__name__}")
     new = "published" if stored.published_at >= snapshot.published_at else "unchanged: already published"
     Console(soft_wrap=True).print(
         f"[green]{new}[/] {stored.name} version {stored.version} in project {project!r}", highlight=False
@@ -64,7 +70,11 @@ def publish_command(
 def list_command(project: Annotated[str | None, typer.Option(help="Only this project.")] = None,
                  database: Database = None) -> None:  # fmt: skip
     """List the published networks, each with its latest version."""
-    summaries = asyncio.run(_list(_database(database), project))
+    where = _database(database)
+    try:
+        summaries = asyncio.run(_list(where, project))
+    except (SQLAlchemyError, OSError) as exc:
+        _fail(f"the networks could not be read from {public_database(where)}: {type(exc).__name__}")
     console = Console(soft_wrap=True)
     if not summaries:
         console.print("no networks are published yet (phasegraph network publish FILE)")

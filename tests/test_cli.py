@@ -181,3 +181,21 @@ def test_settings_must_be_key_value_and_known_fields():
     assert (
         unknown.exit_code == 2 and _events(unknown.stdout)[0].type == "error" and "colour" in unknown.stderr
     )
+
+
+def test_network_publish_makes_the_databases_folder_and_reports_what_it_cannot_store(tmp_path: Path):
+    nested = tmp_path / "not" / "yet" / "state.db"
+    first = runner.invoke(app, ["network", "publish", EXAMPLE, "--database", f"sqlite:{nested}"])
+    assert first.exit_code == 0, first.output
+    assert nested.is_file()
+    blocked = tmp_path / "file"
+    blocked.write_text("", encoding="utf-8")  # a file where the folder should be
+    failed = runner.invoke(
+        app, ["network", "publish", EXAMPLE, "--database", f"sqlite:{blocked / 'state.db'}"]
+    )
+    assert failed.exit_code == 1 and "could not be stored in sqlite:" in failed.stderr
+    assert "Traceback" not in failed.output
+    hidden = runner.invoke(
+        app, ["network", "publish", EXAMPLE, "--database", "postgresql://who:s3cret@127.0.0.1:1/none"]
+    )
+    assert hidden.exit_code == 1 and "s3cret" not in hidden.output and "***" in hidden.stderr

@@ -6,8 +6,10 @@ setting (``PHASEGRAPH_CHECKPOINTER``) places everything.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from sqlalchemy import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
@@ -33,5 +35,14 @@ def open_engine(checkpointer: str) -> AsyncEngine:
         kwargs: dict[str, Any] = {"connect_args": {"timeout": 30}}
         if url == MEMORY_URL:
             return create_async_engine(url, poolclass=StaticPool, **kwargs)
+        # like the checkpointer, the file's folder is made on first use (sqlite makes only the file)
+        Path(checkpointer.removeprefix("sqlite:")).parent.mkdir(parents=True, exist_ok=True)
         return create_async_engine(url, **kwargs)
     return create_async_engine(url, pool_pre_ping=True)
+
+
+def public_database(checkpointer: str) -> str:
+    """A database spec fit for messages: a Postgres password is masked."""
+    if checkpointer.startswith(("postgresql://", "postgres://")):
+        return make_url(checkpointer).render_as_string(hide_password=True)
+    return checkpointer

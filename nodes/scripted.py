@@ -72,6 +72,9 @@ class StreamStats(BaseModel):
     chunks_total: int  # chunks the whole turn streams when read to the end
     chunks_read: int = 0  # chunks handed to the consumer
     first_tool_call_complete_at: int | None = None  # index of the chunk completing the first call
+    #: The stop sequence that ended the turn (as a provider does: the text is cut before it, and
+    #: nothing after it, tool calls included, is produced), or None.
+    stopped_by: str | None = None
 
     @property
     def chunks_after_first_complete_call(self) -> int:
@@ -193,6 +196,7 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         index, turn = self._next_turn(messages)
+        turn, _ = _stopped(turn, stop)
         message = AIMessage(
             content=turn.content,
             tool_calls=[
@@ -209,7 +213,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        stats, chunks = self._open_stream(messages)
+        stats, chunks = self._open_stream(messages, stop)
         for chunk in chunks:
             if self.script.chunk_delay_ms:
                 time.sleep(self.script.chunk_delay_ms / 1000)
@@ -223,21 +227,39 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        stats, chunks = self._open_stream(messages)
+        stats, chunks = self._open_stream(messages, stop)
         for chunk in chunks:
             # Like a network read, each chunk gives the event loop a turn (other requests go on).
             await asyncio.sleep(self.script.chunk_delay_ms / 1000)
             stats.chunks_read += 1
             yield ChatGenerationChunk(message=chunk)
 
-    def _open_stream(self, messages: list[BaseMessage]) -> tuple[StreamStats, Iterator[AIMessageChunk]]:
+    def _open_stream(
+        self, messages: list[BaseMessage], stop: list[str] | None = None
+    ) -> tuple[StreamStats, Iterator[AIMessageChunk]]:
         index, turn = self._next_turn(messages)
+        turn, stopped_by = _stopped(turn, stop)
         plan = _TurnPlan(index, turn, self.script.tool_call_delivery)
         stats = StreamStats(
-            call_index=index, chunks_total=plan.total, first_tool_call_complete_at=plan.first_complete
+            call_index=index,
+            chunks_total=plan.total,
+            first_tool_call_complete_at=plan.first_complete,
+            stopped_by=stopped_by,
         )
         self._stats.append(stats)
         return stats, plan.chunks()
+
+
+def _stopped(turn: ScriptTurn, stop: list[str] | None) -> tuple[ScriptTurn, str | None]:
+    """The turn as a provider honouring ``stop`` sends it: cut before the first stop sequence.
+
+    The stop sequence itself is not sent, and nothing after it is (tool calls included).
+    """
+    found = [(turn.content.find(s), s) for s in stop or [] if s and s in turn.content]
+    if not found:
+        return turn, None
+    at, sequence = min(found)
+    return ScriptTurn(content=turn.content[:at]), sequence
 
 
 def _call_id(turn_index: int, call_index: int) -> str:

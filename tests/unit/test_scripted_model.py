@@ -136,3 +136,20 @@ def test_a_loaded_script_cannot_be_changed_by_one_of_its_users():
 def test_the_model_repr_names_its_script_not_its_content():
     model = make_model("scripted:demo")
     assert repr(model) == "ScriptedChatModel(source='script.json', start_at=0)"
+
+
+async def test_stop_sequences_cut_the_turn_where_a_provider_would():
+    from tests.helpers import scripted, turn
+
+    text = (
+        "<think>plan</think><demo><read_file>a.md</read_file></demo><execute_tools /><result>made up</result>"
+    )
+    model = scripted(turn(text, ("never", {})), turn("no stop here"))
+    chunks = [c async for c in model.astream("go", stop=["<execute_tools />", "<result>"])]
+    received = "".join(c.text for c in chunks)
+    assert received == "<think>plan</think><demo><read_file>a.md</read_file></demo>"
+    assert not any(c.tool_call_chunks for c in chunks)  # nothing after the stop is produced
+    stats = model.stats[0]
+    assert stats.stopped_by == "<execute_tools />" and stats.chunks_read == stats.chunks_total
+    whole = await model.ainvoke("go", stop=["<execute_tools />"])
+    assert whole.text == "no stop here"

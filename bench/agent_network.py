@@ -267,7 +267,7 @@ async def prompt_size_run(root: Path, *, summary_chars: int = 2000) -> PromptSiz
     try:
         events = [e async for e in stream_graph(spec, graph, inputs, context, config, traces=traces)]
     finally:
-        context.close()
+        await context.aclose()
     steps = [e for e in events if isinstance(e, AgentStep)]
     expected = [(agent, epoch) for agent, epoch, _ in DECISIONS]
     if [(e.agent, e.epoch) for e in steps] != expected or events[-1].type != "final" or not model.exhausted:

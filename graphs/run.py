@@ -144,7 +144,7 @@ async def stream_run(
         async for event in stream_graph(spec, graph, inputs, run_context, config, traces=traces):
             yield event
     finally:
-        run_context.close()
+        await run_context.aclose()
 
 
 async def run(protocol: str, message: str, **kwargs: Any) -> RunResult:

@@ -114,7 +114,7 @@ class RunContext:
         """The tools a run has when it is given no registry (the protocol's own, or the workspace's)."""
         return default_registry()
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
         """Release what the run held open; its driver calls this when the run ends or pauses."""
 
     def tool_context(self) -> ToolContext:

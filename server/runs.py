@@ -467,7 +467,7 @@ class RunManager:
         try:
             await self._drive_segments(record, graph_input, config, graph, context, traces)
         finally:
-            context.close()  # the run ended or paused here: what it held open is released
+            await context.aclose()  # the run ended or paused here: what it held open is released
 
     async def _drive_segments(
         self, record: RequestRecord, graph_input: Any, config: RunnableConfig,

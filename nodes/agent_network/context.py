@@ -110,7 +110,7 @@ class AgentNetworkContext(RunContext):
             )
         return self._spans
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
         """End the spans still open (the run ended, failed or paused)."""
         if self._spans is not None:
             self._spans.close()

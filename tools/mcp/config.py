@@ -1,0 +1,170 @@
+"""Which MCP servers ("services") a run may call: a ``mcp_servers.json`` file, or the bundled demo.
+
+The file has the shape ``MultiServerMCPClient`` takes, one entry per service::
+
+    {"demo": {"transport": "stdio", "command": "${python}", "args": ["-m", "tools.mcp.demo_server"]},
+     "search": {"transport": "streamable_http", "url": "http://127.0.0.1:8931/mcp"}}
+
+Service names become XML tags in the model's replies, so they must be tag-safe and must not be one
+of the contract's own tags. In a stdio entry's ``command``, ``args`` and ``cwd``, ``${python}`` stands
+for this interpreter and ``${workspace}`` for the run's workspace; a relative ``cwd`` is relative to
+the file's folder. ``$comment`` keys (at the top or in an entry) are documentation and are dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from langchain_mcp_adapters.sessions import (
+    Connection,
+    SSEConnection,
+    StdioConnection,
+    StreamableHttpConnection,
+)
+
+#: What a service name may look like: it becomes an XML tag.
+SERVICE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+#: Tags of the XML contract itself, which no service may take.
+RESERVED_NAMES = frozenset({"think", "parallel", "sequential", "result", "execute_tools"})
+#: Documentation keys, ignored wherever they appear.
+COMMENT_KEY = "$comment"
+#: The documented example file (a stdio demo and a streamable_http entry).
+EXAMPLE_CONFIG = Path(__file__).parent / "mcp_servers.example.json"
+#: The folder holding the ``tools`` package: the bundled server's working folder, so ``-m`` finds it.
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+_HTTP_ALIASES = {
+    "streamable_http": "streamable_http",
+    "streamable-http": "streamable_http",
+    "http": "streamable_http",
+}
+_KEYS = {
+    "stdio": {"transport", "command", "args", "env", "cwd"},
+    "streamable_http": {"transport", "url", "headers", "timeout", "sse_read_timeout"},
+    "sse": {"transport", "url", "headers", "timeout", "sse_read_timeout"},
+}
+
+
+class McpConfigError(ValueError):
+    """The services file cannot be read or breaks a rule; the message names the file and the entry."""
+
+
+def default_services(workspace: Path) -> dict[str, Connection]:
+    """The bundled demo server over stdio, its file tools confined to ``workspace``."""
+    args = ["-m", "tools.mcp.demo_server", "--root", str(workspace.resolve())]
+    return {"demo": StdioConnection(transport="stdio", command=sys.executable, args=args, cwd=_PROJECT_ROOT)}
+
+
+def load_services(path: str | Path | None, workspace: Path) -> dict[str, Connection]:
+    """The services configured in ``path``, validated; with ``path`` None, the bundled demo.
+
+    Raises:
+        McpConfigError: The file is missing, not JSON, or an entry is invalid.
+    """
+    if path is None:
+        return default_services(workspace)
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise McpConfigError(f"{path.name}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
+        raise McpConfigError(f"{path.name}: not valid JSON{where}") from None
+    if not isinstance(data, dict):
+        raise McpConfigError(f"{path.name}: expected an object mapping service names to servers")
+    entries = {name: entry for name, entry in data.items() if name != COMMENT_KEY}
+    if not entries:
+        raise McpConfigError(f"{path.name}: defines no service")
+    placeholders = {"${python}": sys.executable, "${workspace}": str(workspace.resolve())}
+    services: dict[str, Connection] = {}
+    for name, entry in entries.items():
+        try:
+            services[name] = _connection(name, entry, placeholders, path.parent.resolve())
+        except ValueError as exc:
+            raise McpConfigError(f"{path.name}: service {name!r}: {exc}") from None
+    return services
+
+
+def _connection(name: str, entry: Any, placeholders: dict[str, str], folder: Path) -> Connection:
+    _check_name(name)
+    if not isinstance(entry, dict):
+        raise ValueError(f"expected an object, found {type(entry).__name__}")
+    entry = {key: value for key, value in entry.items() if key != COMMENT_KEY}
+    raw = entry.get("transport")
+    transport = _HTTP_ALIASES.get(raw, raw) if isinstance(raw, str) else raw
+    if transport not in _KEYS:
+        raise ValueError(f"'transport' must be 'stdio', 'streamable_http' or 'sse', found {raw!r}")
+    unknown = sorted(set(entry) - _KEYS[transport])
+    if unknown:
+        raise ValueError(f"unknown key(s) {unknown}; a {transport} entry takes {sorted(_KEYS[transport])}")
+    if transport == "stdio":
+        return _stdio(entry, placeholders, folder)
+    return _http(transport, entry)
+
+
+def _check_name(name: str) -> None:
+    if not SERVICE_NAME.fullmatch(name):
+        raise ValueError(
+            "a service name becomes an XML tag: a letter or '_', then letters, digits, '_' or '-'"
+        )
+    if name in RESERVED_NAMES or name.lower().startswith("xml"):
+        raise ValueError("this name is reserved by the XML contract (and names may not start with 'xml')")
+
+
+def _stdio(entry: dict[str, Any], placeholders: dict[str, str], folder: Path) -> StdioConnection:
+    command, args = entry.get("command"), entry.get("args", [])
+    if not isinstance(command, str) or not command.strip():
+        raise ValueError("'command' must be a non-empty string")
+    if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
+        raise ValueError("'args' must be a list of strings")
+    connection = StdioConnection(
+        transport="stdio",
+        command=_substitute(command, placeholders),
+        args=[_substitute(arg, placeholders) for arg in args],
+    )
+    if "env" in entry:
+        connection["env"] = _string_map("env", entry["env"])
+    if "cwd" in entry:
+        if not isinstance(entry["cwd"], str):
+            raise ValueError("'cwd' must be a string")
+        connection["cwd"] = folder / _substitute(entry["cwd"], placeholders)  # absolute stays absolute
+    return connection
+
+
+def _http(transport: str, entry: dict[str, Any]) -> StreamableHttpConnection | SSEConnection:
+    url = entry.get("url")
+    if not isinstance(url, str) or not re.match(r"https?://[^/\s]+", url):
+        raise ValueError(f"'url' must be an http:// or https:// address, found {url!r}")
+    for key in ("timeout", "sse_read_timeout"):
+        value = entry.get(key, 1)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise ValueError(f"{key!r} must be a positive number of seconds, found {value!r}")
+    connection: StreamableHttpConnection | SSEConnection = (
+        SSEConnection(transport="sse", url=url)
+        if transport == "sse"
+        else StreamableHttpConnection(transport="streamable_http", url=url)
+    )
+    if "timeout" in entry:
+        connection["timeout"] = float(entry["timeout"])
+    if "sse_read_timeout" in entry:
+        connection["sse_read_timeout"] = float(entry["sse_read_timeout"])
+    if "headers" in entry:
+        connection["headers"] = _string_map("headers", entry["headers"])
+    return connection
+
+
+def _string_map(key: str, value: Any) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ValueError(f"{key!r} must be an object of strings")
+    return dict(value)
+
+
+def _substitute(text: str, placeholders: dict[str, str]) -> str:
+    for placeholder, value in placeholders.items():
+        text = text.replace(placeholder, value)
+    return text

@@ -120,6 +120,15 @@ PROTOCOLS: dict[str, ProtocolSpec] = {
             module="graphs.agent_network",
             pause_after=("use_tool", "route_to_agent"),
         ),
+        ProtocolSpec(
+            id="xml_contract",
+            seed="004",
+            summary="The model writes single, parallel or sequential tool calls as XML blocks (stopped at "
+            "<execute_tools />); they are validated, run on MCP services and answered with <result> tags; "
+            "every iteration is logged as training data.",
+            module="graphs.xml_contract",
+            pause_after=("execute_blocks",),
+        ),
     )
 }
 

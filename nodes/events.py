@@ -18,6 +18,7 @@ Phase = Literal[
     "action_decision",
     "refinement_analysis",
     "execution",
+    # xml_contract's (seed 004) are the action and tool phases above
     # agent_network's (seed 003)
     "agent_step",
     "tool_execution",
@@ -98,6 +99,9 @@ class ToolCall(EventBase):
     signature: str
     #: agent_network: the key of the call's full payload in the tool execution log.
     execution_id: str | None = None
+    #: xml_contract: the call's step in its block (from 1) and the block it belongs to.
+    step_index: int | None = None
+    group: str | None = None
 
 
 class ToolResultEvent(EventBase):
@@ -111,6 +115,8 @@ class ToolResultEvent(EventBase):
     output: str | None = None
     error: str | None = None
     execution_id: str | None = None
+    step_index: int | None = None
+    group: str | None = None
 
 
 class DuplicateToolCall(EventBase):
@@ -213,6 +219,26 @@ class Route(EventBase):
     message: str | None = None
 
 
+class XmlBlock(EventBase):
+    """A validated block of tool calls is about to run (xml_contract)."""
+
+    type: Literal["xml_block"] = "xml_block"
+    kind: Literal["single", "parallel", "sequential"]
+    #: The block's id, ``<iteration>.<n>``, repeated on its calls' tool events.
+    group: str
+    #: ``{service, tool, args}`` of each step, in block order.
+    steps: list[dict[str, Any]]
+
+
+class ValidationErrorEvent(EventBase):
+    """A proposed block broke the contract and was not run; the model reads why (xml_contract)."""
+
+    type: Literal["validation_error"] = "validation_error"
+    #: The block's id, or None when the problem concerns the whole answer (a DTD, say).
+    group: str | None = None
+    problems: list[str]
+
+
 class Final(EventBase):
     """The turn's answer. Every successful run ends with exactly one."""
 
@@ -279,6 +305,8 @@ Event = Annotated[
     | Verdict
     | AgentStep
     | Route
+    | XmlBlock
+    | ValidationErrorEvent
     | Final
     | Paused
     | Resumed

@@ -62,6 +62,16 @@ class RunSettings(BaseSettings):
         description="Where published agent networks are read from when a run does not say: the "
         "server's database (PHASEGRAPH_CHECKPOINTER).",
     )
+    mcp_config: str = Field(
+        default="",
+        description="xml_contract's services: an mcp_servers.json (name -> stdio command or streamable-http "
+        "URL, as langchain-mcp-adapters' MultiServerMCPClient takes it). Empty: the bundled demo MCP server "
+        "over stdio, on the workspace.",
+    )
+    dataset_dir: str = Field(
+        default=".phasegraph/dataset",
+        description="Folder of xml_contract's training data: one JSON line per iteration, one file per run.",
+    )
     otel_exporter: Literal["none", "console", "otlp"] = Field(
         default="none",
         description="Where agent_network's OpenTelemetry spans go: none (the process's own tracer provider, "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from nodes.context import RunContext
@@ -20,6 +21,7 @@ async def execute_tool_call(
     meta: dict[str, Any] | None = None,
     *,
     refusal: str | None = None,
+    invoke: Callable[[], Awaitable[ToolResult]] | None = None,
 ) -> ToolResult:
     """Emit ``tool_call``, run the tool, trace the raw result and emit ``tool_result``.
 
@@ -32,6 +34,7 @@ async def execute_tool_call(
         meta: Extra fields for the events (phase metadata).
         refusal: Why the call must not run (its arguments were too large, ...); the result
             is then this error, which the model reads, and the tool is never invoked.
+        invoke: Runs the call somewhere else than the registry's tools (an MCP service).
     """
     meta = meta or {}
     name, args, call_id = call["name"], call["args"], call["id"]
@@ -39,6 +42,8 @@ async def execute_tool_call(
     emitter.trace("tool_call", call_id=call_id, name=name, args=args, signature=signature, **meta)
     if refusal is not None:
         result = ToolResult(status="error", error=refusal)
+    elif invoke is not None:
+        result = await invoke()
     else:
         result = await ToolRunner(registry, context.tool_context()).run(name, args)
     result = redactor().model(result)  # a tool echoing a configured secret: neither model nor store sees it

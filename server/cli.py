@@ -19,6 +19,7 @@ from nodes.events import ErrorEvent, Event, Final
 from nodes.models import DEMO_MODEL, DEMO_WORKSPACE
 from nodes.redact import RedactingFilter, redact_logging
 from server.checkpoints import DEFAULT_PAGE, MAX_PAGE
+from server.dataset_cli import dataset_app
 from server.networks_cli import network_app
 from server.render import EventRenderer
 
@@ -130,6 +131,7 @@ def inspect_command(
 
 
 app.add_typer(network_app, name="network")
+app.add_typer(dataset_app, name="dataset")
 
 
 def main() -> None:

@@ -23,7 +23,9 @@ from nodes.events import (
     TextChunk,
     ToolCall,
     ToolResultEvent,
+    ValidationErrorEvent,
     Verdict,
+    XmlBlock,
 )
 
 _PHASE_STYLE = {
@@ -84,8 +86,15 @@ class EventRenderer:
                 note = f": {event.message}" if event.message else ""
                 handoff = f"{event.from_agent} hands control to {event.to_agent} (epoch {event.epoch})"
                 return f"[bold blue]⇢ {handoff}[/]{note}"
+            case XmlBlock():
+                return f"  [bold magenta]⧉ {event.kind} block {event.group}: {len(event.steps)} call(s)[/]"
+            case ValidationErrorEvent():
+                where = f"block {event.group}" if event.group else "the answer"
+                listed = "".join(f"\n    - {p}" for p in event.problems)
+                return f"  [red]✗ {where} was not run:[/]{listed}"
             case ToolCall():
-                return f"  [magenta]→ {event.name}[/]({_args(event.args)})"
+                step = f"{event.step_index}. " if event.step_index is not None else ""
+                return f"  [magenta]→ {step}{event.name}[/]({_args(event.args)})"
             case ToolResultEvent():
                 mark = "[green]✓[/]" if event.status == "ok" else f"[red]✗ {event.error}[/]"
                 output = f"\n[dim]{event.output}[/]" if event.output else ""

@@ -58,3 +58,14 @@ def test_agent_network_routing_and_budgets_are_visible_edges():
         "run_agent_step -. &nbsp;errors_spent&nbsp; .-> stop_at_max_tool_errors",
     ):
         assert edge in drawing
+
+
+def test_xml_contract_loop_and_budget_are_visible_edges():
+    drawing = (SNAPSHOTS / "xml_contract.mmd").read_text(encoding="utf-8")
+    for edge in (
+        "propose_action -. &nbsp;execute&nbsp; .-> execute_blocks",  # the tool phase
+        "execute_blocks -. &nbsp;next_step&nbsp; .-> propose_action",  # the loop
+        "propose_action -. &nbsp;answer&nbsp; .-> finish_turn",
+        "execute_blocks -. &nbsp;steps_spent&nbsp; .-> answer_without_tools",  # the step budget
+    ):
+        assert edge in drawing

@@ -46,7 +46,13 @@ def test_fallback_and_generic_routes(servers):
         assert generic[-1].type == "final"
         assert any(e.type == "tool_result" and e.output for e in generic)
         listed = client.get("/api/protocols").json()
-        assert {p["id"] for p in listed} == {"triggered_phase", "unified", "goal_pursuit", "agent_network"}
+        assert {p["id"] for p in listed} == {
+            "triggered_phase",
+            "unified",
+            "goal_pursuit",
+            "agent_network",
+            "xml_contract",
+        }
         assert client.get("/healthz").json() == {"status": "ok"}
 
 

@@ -14,6 +14,7 @@ from graphs.registry import PROTOCOLS
 from nodes.events import Event
 from tests.graphs.test_agent_network import QUESTION, route
 from tests.graphs.test_goal_pursuit import GOAL, MIRA, approve, discover, execute, finalize
+from tests.graphs.test_xml_contract import TASK
 from tests.helpers import turn, write_script
 from tests.studio.conftest import CONFIG, stream_events
 
@@ -26,6 +27,15 @@ def _empty_workspace(tmp_path: Path) -> dict[str, str]:
     empty = tmp_path / "empty"
     empty.mkdir()
     return {"workspace": str(empty)}  # the demo script's files are not there
+
+
+def _failing_call(tmp_path: Path) -> dict[str, str]:
+    """A model whose only call fails, then answers anyway."""
+    return {
+        "model": write_script(
+            tmp_path, turn("<demo><always_fails/></demo>"), turn("Final Answer: it failed.")
+        )
+    }
 
 
 def _unknown_item(tmp_path: Path) -> dict[str, str]:
@@ -93,6 +103,19 @@ DEMOS = {
         # after triage's handoff, then after the researcher's first tool
         stops=(("run_agent_step",), ("run_agent_step",)),
         last_turn=route("researcher"),  # the researcher then finds the script ended
+    ),
+    "xml_contract": Demo(
+        ask={"messages": [{"role": "user", "content": TASK}]},
+        python_only=frozenset({*PYTHON_ONLY, "mcp_services"}),
+        own_fields=frozenset(
+            {"mcp_config", "max_steps", "call_timeout_seconds", "max_result_chars", "dataset_dir"}
+        ),
+        outputs=frozenset({"answer"}),
+        streams_text=False,
+        tools=("demo.read_file", "demo.read_file", "demo.calculate", "demo.slow_echo"),
+        stops=(("propose_action",),),  # after the parallel reads
+        last_turn=turn("<demo><calculate>1 + 1</calculate></demo>"),
+        failing_tools=_failing_call,
     ),
 }
 

@@ -1,0 +1,83 @@
+"""Action phase: the model writes its intent under the XML contract, stopped at its execute signal."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langgraph.runtime import Runtime
+
+from nodes.emit import Emitter, reports_errors
+from nodes.events import PhaseEnd, PhaseStart, ValidationErrorEvent
+from nodes.models import stream_model
+from nodes.xml_contract.arguments import ToolSchemas
+from nodes.xml_contract.context import XmlContractContext
+from nodes.xml_contract.contract import read_proposal
+from nodes.xml_contract.prompts import XML_CONTRACT_PROMPT, catalogue
+from nodes.xml_contract.state import XmlContractState, progress
+
+#: Where a model answer stops: the execute signal as models write it, and a result it would invent.
+#: (Four: OpenAI takes no more. "Final Answer:" is not one, so the answer after it is still written.)
+STOP_SEQUENCES = ["<execute_tools />", "<execute_tools/>", "<execute_tools>", "<result>"]
+
+
+@reports_errors
+async def propose_action(state: XmlContractState, runtime: Runtime[XmlContractContext]) -> dict[str, Any]:
+    """Stream the model's answer, cut at a stop sequence, and read its blocks before anything runs."""
+    context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
+    services = await context.services()
+    listed = services.catalogue()
+    schemas = ToolSchemas(
+        services={s: {t: spec.input_schema for t, spec in tools.items()} for s, tools in listed.items()},
+        unavailable=dict(services.unavailable),
+    )
+    update: dict[str, Any] = {"phase": "action_phase", "phase_index": state["phase_index"] + 1}
+    meta = progress({**state, **update})
+    emitter.emit(PhaseStart, **meta)
+    listing = {
+        service: {
+            name: {"description": spec.description, "input_schema": spec.input_schema}
+            for name, spec in tools.items()
+        }
+        for service, tools in listed.items()
+    }
+    contract = XML_CONTRACT_PROMPT.format(catalogue=catalogue(listing, schemas.unavailable))
+    prompt: list[BaseMessage] = [SystemMessage(contract), *state["messages"]]
+    started = time.perf_counter()
+    model = context.resolve_model(state["model_calls"]).bind(stop=STOP_SEQUENCES)
+    chunks = [chunk async for chunk in stream_model(model, prompt)]
+    text = "".join(chunk.text for chunk in chunks)
+    proposal = read_proposal(text, schemas)
+    emitter.emit(
+        PhaseEnd,
+        reason="proposed",
+        chunks_read=len(chunks),
+        prompt_chars=sum(len(m.text) for m in prompt),
+        **meta,
+    )
+    group = state["steps"] + 1
+    for number, block in enumerate(proposal.blocks, start=1):
+        if block.problems:
+            emitter.emit(ValidationErrorEvent, group=f"{group}.{number}", problems=block.problems, **meta)
+    if proposal.problems:
+        emitter.emit(ValidationErrorEvent, problems=proposal.problems, **meta)
+    if proposal.dropped_result:
+        emitter.trace(
+            "model_output_rejected", problem="a <result> written by the model was cut off", text=text
+        )
+    kept = asdict(proposal) | {"model_ms": round((time.perf_counter() - started) * 1000), "system": contract}
+    return update | {
+        "proposal": kept,
+        "messages": [AIMessage(proposal.text)],
+        "model_calls": state["model_calls"] + 1,
+    }
+
+
+async def route_after_proposal(
+    state: XmlContractState, runtime: Runtime[XmlContractContext]
+) -> Literal["execute", "answer"]:
+    """Blocks (valid or not) go to the tool phase; a final answer, or prose without blocks, ends the turn."""
+    proposal = state["proposal"] or {}
+    return "execute" if proposal.get("blocks") or proposal.get("problems") else "answer"

@@ -1,0 +1,84 @@
+"""Starting a turn, and its two ends: the model's final answer, or one last tool-less call."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langgraph.runtime import Runtime
+
+from nodes.emit import Emitter, reports_errors
+from nodes.errors import ConfigurationError
+from nodes.events import BudgetExhaustedEvent, Final, PhaseEnd, PhaseStart
+from nodes.models import stream_model
+from nodes.xml_contract.context import XmlContractContext
+from nodes.xml_contract.contract import FINAL
+from nodes.xml_contract.prompts import ANSWER_NOW
+from nodes.xml_contract.state import XmlContractState, progress
+
+_MARKUP = re.compile(r"<think>.*?(</think>|$)|<[^<>]+>", re.DOTALL | re.IGNORECASE)
+
+
+@reports_errors
+async def start_turn(state: XmlContractState, runtime: Runtime[XmlContractContext]) -> dict[str, Any]:
+    """Reset the turn's counters; the services open at the first model call."""
+    last = state["messages"][-1] if state["messages"] else None
+    if not isinstance(last, HumanMessage) or not last.text.strip():
+        raise ConfigurationError("the conversation does not end with the user's task: say what to do")
+    return {
+        "turn_start": len(state["messages"]) - 1,
+        "proposal": None,
+        "steps": 0,
+        "calls": {"ok": 0, "error": 0},
+        "model_calls": 0,
+        "phase": "action_phase",
+        "phase_index": state.get("phase_index", 0),
+        "answer": "",
+    }
+
+
+@reports_errors
+async def finish_turn(state: XmlContractState, runtime: Runtime[XmlContractContext]) -> dict[str, Any]:
+    """The model answered: the text after "Final Answer:", or its prose when it wrote no block at all."""
+    proposal = state["proposal"] or {}
+    answer = proposal.get("final_answer")
+    if answer is None:
+        answer = _MARKUP.sub("", proposal.get("text", "")).strip()
+    Emitter(runtime.context, runtime.stream_writer).emit(
+        Final, answer=answer, all_tools_failed=_all_failed(state), **progress(state)
+    )
+    await runtime.context.aclose()
+    return {"answer": answer}
+
+
+@reports_errors
+async def answer_without_tools(
+    state: XmlContractState, runtime: Runtime[XmlContractContext]
+) -> dict[str, Any]:
+    """The step budget is spent: one last call, with no tools and no stop sequences, writes the answer."""
+    context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
+    update: dict[str, Any] = {"phase": "action_phase", "phase_index": state["phase_index"] + 1}
+    meta = progress({**state, **update})
+    emitter.emit(BudgetExhaustedEvent, budget="steps", limit=context.max_steps, used=state["steps"], **meta)
+    emitter.emit(PhaseStart, final=True, **meta)
+    ask = HumanMessage(ANSWER_NOW.format(limit=context.max_steps))
+    system = SystemMessage((state["proposal"] or {}).get("system", ""))
+    model = context.resolve_model(state["model_calls"])
+    chunks = [chunk async for chunk in stream_model(model, [system, *state["messages"], ask])]
+    text = "".join(chunk.text for chunk in chunks)
+    answer = text.partition(FINAL)[2].strip() if FINAL in text else _MARKUP.sub("", text).strip()
+    emitter.emit(PhaseEnd, reason="answered", chunks_read=len(chunks), **meta)
+    emitter.emit(Final, answer=answer, all_tools_failed=_all_failed(state), **meta)
+    await context.aclose()
+    return update | {
+        "answer": answer,
+        "messages": [ask, AIMessage(text)],
+        "model_calls": state["model_calls"] + 1,
+    }
+
+
+def _all_failed(state: XmlContractState) -> bool:
+    """The turn ran tools and every call failed: the answer rests on no tool output."""
+    calls = state["calls"]
+    return calls["error"] > 0 and calls["ok"] == 0

@@ -1,0 +1,44 @@
+"""Graph state of the xml_contract protocol. Counters live here; their limits live in the Context."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict
+
+from nodes.events import Phase
+
+
+class XmlContractInput(TypedDict):
+    """What a caller sends: the conversation, ending with the user's task."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+class XmlContractOutput(TypedDict):
+    """What a caller gets back: the conversation (the model's XML and the results included) and the answer."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    answer: str
+
+
+class XmlContractState(TypedDict):
+    """Everything one turn tracks."""
+
+    messages: Annotated[list[AnyMessage], add_messages]  # the history: task, model XML, <result> answers
+    turn_start: int  # index in messages of this turn's user message
+    proposal: dict[str, Any] | None  # what the last model answer proposed (blocks, problems, final answer)
+    steps: int  # iterations that ran blocks this turn
+    calls: dict[str, int]  # this turn's tool calls by status ("ok", "error")
+    model_calls: int  # model calls this turn, positions a scripted model
+    phase: Phase  # the phase running or last run
+    phase_index: int  # 1..N, incremented at each phase start
+    answer: str  # the turn's final answer
+
+
+def progress(state: Mapping[str, Any]) -> dict[str, Any]:
+    """Progress fields every xml_contract event carries."""
+    return {"phase": state["phase"], "phase_index": state["phase_index"], "step": state["steps"]}

@@ -1,0 +1,116 @@
+"""Tool phase: run the proposed blocks on the services and answer with their ``<result>`` tags.
+
+A single call runs alone; a ``<parallel>`` block's calls run as concurrent tasks (each with its own
+timeout; one failing does not stop the others; results in block order); a ``<sequential>`` block
+runs in order, ``$result_of_step_N`` replaced by step N's output, and stops at a failed step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from langchain_core.messages import HumanMessage
+from langgraph.runtime import Runtime
+
+from nodes.dataset import append_line, message_dicts
+from nodes.emit import Emitter, reports_errors
+from nodes.events import PhaseEnd, PhaseStart, XmlBlock
+from nodes.tool_calls import execute_tool_call
+from nodes.xml_contract.arguments import PLACEHOLDER
+from nodes.xml_contract.context import XmlContractContext
+from nodes.xml_contract.contract import Block, Step
+from nodes.xml_contract.results import refusal, step_result
+from nodes.xml_contract.state import XmlContractState, progress
+from tools import ToolResult, canonical_signature
+from tools.mcp import McpServices
+
+
+@reports_errors
+async def execute_blocks(state: XmlContractState, runtime: Runtime[XmlContractContext]) -> dict[str, Any]:
+    """Run every valid block, answer every invalid one with its problems; log the iteration."""
+    context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
+    services = await context.services()
+    proposal = state["proposal"] or {}
+    step = state["steps"] + 1
+    update: dict[str, Any] = {"phase": "tool_phase", "phase_index": state["phase_index"] + 1, "steps": step}
+    meta = progress({**state, **update})
+    emitter.emit(PhaseStart, **meta)
+    started = time.perf_counter()
+    parts = [refusal(proposal["problems"])] if proposal.get("problems") else []
+    calls = dict(state["calls"])
+    for number, data in enumerate(proposal.get("blocks", []), start=1):
+        block = Block(data["kind"], data["source"], [Step(**s) for s in data["steps"]], data["problems"])
+        if block.problems:
+            parts.append(refusal(block.problems, block.source))
+            continue
+        group = f"{step}.{number}"
+        steps = [{"service": s.service, "tool": s.tool, "args": s.args} for s in block.steps]
+        emitter.emit(XmlBlock, kind=block.kind, group=group, steps=steps, **meta)
+        for status, text in await run_block(context, emitter, services, block, group, meta):
+            calls[status] += 1
+            parts.append(text)
+    observation = "\n".join(parts)
+    emitter.emit(PhaseEnd, reason="executed", **meta)
+    history = [
+        {"role": "system", "content": proposal.get("system", "")},
+        *message_dicts(state["messages"][:-1]),
+    ]
+    tools_ms = round((time.perf_counter() - started) * 1000)
+    record = {
+        "protocol": context.PROTOCOL, "request_id": context.request_id, "iteration": step,
+        "ts": datetime.now(UTC).isoformat(), "state": history, "action": proposal.get("text", ""),
+        "observation": observation, "timings": {"model_ms": proposal.get("model_ms"), "tools_ms": tools_ms},
+    }  # fmt: skip
+    await append_line(context.dataset_dir, context.PROTOCOL, context.request_id, record)
+    return update | {"messages": [HumanMessage(observation)], "calls": calls}
+
+
+async def run_block(
+    context: XmlContractContext, emitter: Emitter, services: McpServices, block: Block, group: str,
+    meta: dict[str, Any],
+) -> list[tuple[str, str]]:  # fmt: skip
+    """Run one block's calls; each call's status and ``<result>`` tag, in block order."""
+
+    async def call(step: Step, args: dict[str, Any]) -> ToolResult:
+        name = f"{step.service}.{step.tool}"
+        return await execute_tool_call(
+            context, emitter, context.registry(), {"id": f"{group}.{step.index}", "name": name, "args": args},
+            canonical_signature(name, args, context.project_id),
+            {**meta, "step_index": step.index, "group": group},
+            invoke=lambda: services.call(step.service, step.tool, args, timeout=context.call_timeout_seconds),
+        )  # fmt: skip
+
+    if block.kind == "parallel":
+        results = list(await asyncio.gather(*(call(s, s.args) for s in block.steps)))
+    else:
+        results = []
+        for step in block.steps:
+            if results and results[-1].status == "error":
+                results.append(ToolResult(status="error", error=f"not run: step {step.index - 1} failed"))
+                continue
+            results.append(await call(step, substitute(step.args, [r.as_text() for r in results])))
+    return [
+        (result.status, step_result(block, step, result, context.max_result_chars))
+        for step, result in zip(block.steps, results, strict=True)
+    ]
+
+
+def substitute(value: Any, outputs: list[str]) -> Any:
+    """``$result_of_step_N`` replaced by step N's output, in every text of the arguments."""
+    if isinstance(value, str):
+        return PLACEHOLDER.sub(lambda m: outputs[int(m.group(1)) - 1], value)
+    if isinstance(value, dict):
+        return {k: substitute(v, outputs) for k, v in value.items()}
+    if isinstance(value, list):
+        return [substitute(v, outputs) for v in value]
+    return value
+
+
+async def route_after_tools(
+    state: XmlContractState, runtime: Runtime[XmlContractContext]
+) -> Literal["next_step", "steps_spent"]:
+    """The model reads the results and proposes again, until the step budget is spent."""
+    return "steps_spent" if state["steps"] >= runtime.context.max_steps else "next_step"

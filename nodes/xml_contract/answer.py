@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
@@ -13,11 +12,9 @@ from nodes.errors import ConfigurationError
 from nodes.events import BudgetExhaustedEvent, Final, PhaseEnd, PhaseStart
 from nodes.models import stream_model
 from nodes.xml_contract.context import XmlContractContext
-from nodes.xml_contract.contract import FINAL
+from nodes.xml_contract.contract import answer_text
 from nodes.xml_contract.prompts import ANSWER_NOW
 from nodes.xml_contract.state import XmlContractState, progress
-
-_MARKUP = re.compile(r"<think>.*?(</think>|$)|<[^<>]+>", re.DOTALL | re.IGNORECASE)
 
 
 @reports_errors
@@ -44,7 +41,7 @@ async def finish_turn(state: XmlContractState, runtime: Runtime[XmlContractConte
     proposal = state["proposal"] or {}
     answer = proposal.get("final_answer")
     if answer is None:
-        answer = _MARKUP.sub("", proposal.get("text", "")).strip()
+        answer = answer_text(proposal.get("text", ""))
     Emitter(runtime.context, runtime.stream_writer).emit(
         Final, answer=answer, all_tools_failed=_all_failed(state), **progress(state)
     )
@@ -67,7 +64,7 @@ async def answer_without_tools(
     model = context.resolve_model(state["model_calls"])
     chunks = [chunk async for chunk in stream_model(model, [system, *state["messages"], ask])]
     text = "".join(chunk.text for chunk in chunks)
-    answer = text.partition(FINAL)[2].strip() if FINAL in text else _MARKUP.sub("", text).strip()
+    answer = answer_text(text)
     emitter.emit(PhaseEnd, reason="answered", chunks_read=len(chunks), **meta)
     emitter.emit(Final, answer=answer, all_tools_failed=_all_failed(state), **meta)
     await context.aclose()

@@ -23,6 +23,12 @@ Kind = Literal["single", "parallel", "sequential"]
 FINAL = "Final Answer:"
 GROUPS = ("parallel", "sequential")
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
+_OPEN_THINK = re.compile(r"<think>(?:(?!</think>).)*$", re.DOTALL | re.IGNORECASE)
+_MARKUP = re.compile(r"<[^<>]+>")
+CUT_IN_THOUGHT = (
+    "the answer stopped inside <think>: <execute_tools /> and <result> end an answer wherever they appear, "
+    "so keep them out of your thinking and write your calls after </think>"
+)
 _SIGNAL = re.compile(r"<\s*/?\s*execute_tools\s*/?\s*>", re.IGNORECASE)
 _RESULT = re.compile(r"<\s*result\b", re.IGNORECASE)
 _DTD = re.compile(r"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
@@ -66,6 +72,9 @@ def read_proposal(raw: str, schemas: ToolSchemas) -> Proposal:
     if cut := _RESULT.search(raw):
         text, dropped = raw[: cut.start()], True  # results come from the system, never from the model
     proposal = Proposal(text=text, dropped_result=dropped)
+    if _OPEN_THINK.search(text):  # a stop sequence fired mid-thought: what it meant to call was never written
+        proposal.problems.append(CUT_IN_THOUGHT)
+        return proposal
     if _DTD.search(text):
         proposal.problems.append("the answer declares a DTD or entities, which are refused; nothing was run")
         return proposal
@@ -80,6 +89,14 @@ def read_proposal(raw: str, schemas: ToolSchemas) -> Proposal:
     if final and not proposal.blocks:
         proposal.final_answer = after.strip()
     return proposal
+
+
+def answer_text(raw: str) -> str:
+    """The answer in a model's text: what follows "Final Answer:" outside its thinking, else its prose."""
+    plain = _SIGNAL.sub("", _THINK.sub("", raw))
+    if FINAL in plain:
+        return plain.partition(FINAL)[2].strip()
+    return _MARKUP.sub("", plain).strip()
 
 
 def _elements(text: str) -> list[tuple[str, str, str | None]]:

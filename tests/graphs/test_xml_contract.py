@@ -17,6 +17,7 @@ from nodes.events import Final, ToolCall, ToolResultEvent, XmlBlock
 from nodes.scripted import ScriptedChatModel
 from nodes.trace import MemoryTraceStore
 from nodes.xml_contract.context import XmlContractContext
+from nodes.xml_contract.contract import CUT_IN_THOUGHT
 from tests.helpers import kinds, of_type, scripted, turn
 
 TASK = "Summarise the roadmap and say who is on the team."
@@ -184,3 +185,21 @@ async def test_an_answer_resting_on_failed_calls_only_says_so(tmp_path, workspac
         "Final Answer: half",
     )
     assert mixed.final is not None and not mixed.final.all_tools_failed
+
+
+async def test_an_answer_cut_inside_its_thinking_is_sent_back_not_taken_as_final(tmp_path, workspace):
+    thinking = "<think>I read the team file, then write <execute_tools /> and wait.</think>"
+    call = "<demo><read_file>docs/team.md</read_file></demo><execute_tools />"
+    final = "Final Answer: Ada, Linus and Grace"
+    result, model = await run_xml(tmp_path, workspace, thinking + call, call, final)
+    assert [e.problems for e in of_type(result, "validation_error")] == [[CUT_IN_THOUGHT]]
+    assert "the answer stopped inside &lt;think&gt;" in observations(model)[0]  # escaped, as results are
+    assert result.final is not None and result.final.answer == "Ada, Linus and Grace"
+
+
+async def test_the_budget_answer_ignores_final_answer_written_while_thinking(tmp_path, workspace):
+    last = "<think>The ask says to start with Final Answer: so I will.</think>\nFinal Answer: 2"
+    result, _ = await run_xml(
+        tmp_path, workspace, "<demo><calculate>1+1</calculate></demo>", last, max_steps=1
+    )
+    assert result.final is not None and result.final.answer == "2"

@@ -4,7 +4,9 @@ It speaks ``POST /v1/chat/completions`` with Server-Sent Events streaming, so th
 client (with its own retries and timeouts) talks to it exactly as it talks to a provider. A
 reply streams text and/or tool calls (the argument text in small pieces, as OpenAI sends it),
 reports usage in a last chunk when the request asks for it (``stream_options.include_usage``),
-and can stand for a server without tool calling (400 to any request that carries ``tools``).
+honours ``stop`` as providers do (the text is cut before the first stop string, nothing after it is
+sent, the finish reason is "stop"), and can stand for a server without tool calling (400 to any
+request that carries ``tools``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -70,6 +72,8 @@ class FakeOpenAI:
     stopping: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
     served: int = 0  # planned replies used so far (a refused request uses none)
+    # per streamed reply, in order: the stop string that cut it, or None
+    stopped_by: list[str | None] = field(default_factory=list)
 
     def next_reply(self, payload: dict[str, Any]) -> Reply:
         with self.lock:
@@ -78,7 +82,25 @@ class FakeOpenAI:
             if reply.refuse_tools and payload.get("tools"):
                 return error(400, NO_TOOLS_MESSAGE)
             self.served += 1
+            if reply.status != 200 or reply.hang:
+                return reply
+            reply, stopped = stopped_reply(reply, payload.get("stop"))
+            self.stopped_by.append(stopped)
             return reply
+
+
+def stopped_reply(reply: Reply, stop: str | list[str] | None) -> tuple[Reply, str | None]:
+    """``reply`` as a provider honouring ``stop`` sends it, and the stop string that cut it (or None).
+
+    The text is cut before the earliest stop string (which is not sent); nothing after it is sent,
+    tool calls included, and the stream ends with finish_reason "stop".
+    """
+    sequences = [stop] if isinstance(stop, str) else list(stop or [])
+    found = [(reply.text.find(s), s) for s in sequences if s and s in reply.text]
+    if not found:
+        return reply, None
+    at, sequence = min(found)
+    return replace(reply, text=reply.text[:at], tool_calls=[], finish_reason="stop"), sequence
 
 
 def last_message(request: dict[str, Any]) -> str:

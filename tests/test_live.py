@@ -62,3 +62,22 @@ async def test_real_model_runs_the_bundled_agent_network(collect):
     assert len(steps) <= 8 and all(e.agent == "triage" for e in steps[:1])  # an error may come first
     if isinstance(ends[0], Final):
         assert steps and ends[0].answer.strip() and ends[0].agent in ("triage", "researcher", "writer")
+
+
+async def test_real_model_runs_the_xml_contract_demo_task(collect, tmp_path):
+    result = await collect(
+        "xml_contract",
+        "Summarise the roadmap and say who is on the team.",  # the task the bundled demo script answers
+        model=f"openai:{MODEL}",
+        max_steps=4,
+        dataset_dir=str(tmp_path / "dataset"),  # not the default .phasegraph/dataset of the checkout
+    )
+    # a real model may break the contract or the provider may fail: the run ends with one final or one error
+    ends = [e for e in result.events if e.type in ("final", "error")]
+    assert len(ends) == 1 and result.events[-1] is ends[0], [e.type for e in result.events]
+    assert len([e for e in result.events if e.type == "budget_exhausted"]) <= 1
+    blocks = [e for e in result.events if e.type == "xml_block"]
+    assert all(b.kind in ("single", "parallel", "sequential") and b.steps for b in blocks)
+    assert len({b.group.split(".")[0] for b in blocks}) <= 4  # at most max_steps iterations ran blocks
+    if isinstance(ends[0], Final):
+        assert isinstance(ends[0].answer, str)

@@ -397,3 +397,21 @@ def test_invalid_files_are_refused_naming_file_and_entry(tmp_path: Path, content
 def test_a_missing_file_is_refused_by_name(tmp_path: Path):
     with pytest.raises(McpConfigError, match=r"^absent\.json: cannot be read \(No such file or directory\)$"):
         load_services(tmp_path / "absent.json", tmp_path)
+
+
+async def test_stdio_services_start_where_stderr_is_no_file(tmp_path: Path):
+    import io
+
+    from mcp.client import stdio
+
+    client = stdio.stdio_client.__wrapped__  # type: ignore[attr-defined]
+    saved = client.__defaults__
+    client.__defaults__ = (io.StringIO(),)  # what a Jupyter kernel under a runner gives
+    try:
+        services = await McpServices.open(load_services(None, tmp_path))
+        try:
+            assert services.unavailable == {} and "read_file" in services.catalogue()["demo"]
+        finally:
+            await services.close()
+    finally:
+        client.__defaults__ = saved

@@ -14,8 +14,10 @@ service's session down with it.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
+import sys
 import time
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
@@ -27,6 +29,7 @@ import httpx
 from langchain_mcp_adapters.client import MultiServerMCPClient
 from langchain_mcp_adapters.sessions import Connection
 from mcp import ClientSession, McpError
+from mcp.client import stdio
 from mcp.types import CONNECTION_CLOSED, CallToolResult, EmbeddedResource, TextContent, TextResourceContents
 
 from tools.runner import ToolResult
@@ -66,6 +69,7 @@ class McpServices:
     async def open(cls, connections: Mapping[str, Connection], *, timeout: float = 20) -> McpServices:
         """Connect to every service at once and list its tools; each may take up to ``timeout`` seconds."""
         services = cls()
+        give_stdio_servers_a_real_stderr()
         client = MultiServerMCPClient(dict(connections))
         for name in client.connections:
             services._opened[name] = asyncio.Event()
@@ -223,3 +227,20 @@ def _text(result: CallToolResult) -> str:
 
 def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
+
+
+def give_stdio_servers_a_real_stderr() -> None:
+    """Let stdio servers start where ``sys.stderr`` is no file (a Jupyter kernel under a runner, say).
+
+    MCP's stdio client hands a server the ``sys.stderr`` of the moment it was imported, and the
+    adapter offers no way to pass another; one without a file descriptor cannot be given to a
+    subprocess, and every stdio service would be unavailable. The process's own stderr then takes
+    its place.
+    """
+    client = getattr(stdio.stdio_client, "__wrapped__", stdio.stdio_client)  # under @asynccontextmanager
+    defaults = client.__defaults__ or ()
+    try:
+        if defaults:
+            defaults[0].fileno()
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        client.__defaults__ = (sys.__stderr__,)

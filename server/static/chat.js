@@ -22,6 +22,18 @@ import {
   progressText,
   verdictLine,
 } from "./pursuit.js";
+import {
+  addStep,
+  callFinished,
+  callStarted,
+  closeBlock,
+  inXmlBlock,
+  orphanBox,
+  stepOf,
+  validationBox,
+  xmlBlockBox,
+  xmlBudgetLine,
+} from "./xml.js";
 
 // Where the current stream's events are written.
 const current = {
@@ -29,6 +41,7 @@ const current = {
   text: null, // the text block streamed text is appended to
   tools: new Map(), // callId -> tool line element
   phase: null, // the header of the phase running now (iterating protocols: goal_pursuit)
+  blocks: new Map(), // xml_contract: block group ("1.1") -> its box, which holds its calls' lines
   event: null, // the event being rendered: what it adds is tagged with its request and seq
 };
 
@@ -78,6 +91,7 @@ export function startTurn(label) {
   current.text = null;
   current.tools = new Map();
   current.phase = null;
+  current.blocks = new Map();
   scrollChat();
   return body;
 }
@@ -203,6 +217,7 @@ function dropReplaced(ev) {
   );
   for (const node of replaced) node.remove();
   for (const [callId, line] of current.tools) if (!line.isConnected) current.tools.delete(callId);
+  for (const [group, box] of current.blocks) if (!box.isConnected) current.blocks.delete(group);
   for (const block of els.chat.querySelectorAll(".text")) if (!block.hasChildNodes()) block.remove();
   current.text = null;
   return replaced.length;
@@ -242,6 +257,7 @@ function phaseStarted(ev) {
 /** How the phase ended (and its prompt size) goes on its header, or on a line of its own. */
 function phaseEnded(ev) {
   endText();
+  if (ev.phase === "tool_phase") for (const box of current.blocks.values()) closeBlock(box); // xml_contract
   if (!iterates(ev)) return;
   const head = current.phase;
   const text = phaseEndText(ev);
@@ -274,6 +290,34 @@ function showError(ev) {
   if (Array.isArray(ev.transcript) && ev.transcript.length) block(transcriptBlock(ev.transcript));
 }
 
+// ---------------------------------------------------------------- xml_contract
+
+/** A validated block is about to run: its header, and a waiting line per call in step order. */
+function xmlBlock(ev) {
+  current.blocks.set(ev.group, block(xmlBlockBox(ev)));
+}
+
+/** The line of a block's call; a call whose block was not seen (after a resume) gets a box of its own. */
+function xmlStepLine(ev) {
+  let box = current.blocks.get(ev.group);
+  if (!box || !box.isConnected) {
+    box = block(orphanBox(ev));
+    current.blocks.set(ev.group, box);
+  }
+  return stepOf(box, ev.stepIndex) || addStep(box, ev);
+}
+
+function xmlCall(ev) {
+  callStarted(xmlStepLine(ev), ev);
+  scrollChat();
+}
+
+/** A result fills in its own step's line, whatever order a parallel block's calls finish in. */
+function xmlResult(ev) {
+  callFinished(xmlStepLine(ev), ev);
+  scrollChat();
+}
+
 // ---------------------------------------------------------------- events
 
 function resumedText(ev) {
@@ -288,17 +332,19 @@ const RENDER = {
   phase_start: (ev) => phaseStarted(ev),
   phase_end: (ev) => phaseEnded(ev),
   text: (ev) => appendText(ev.text),
-  tool_call: (ev) => toolLine(ev.callId, ev.name, ev.args, ev.executionId),
-  tool_result: (ev) => toolResult(ev),
+  tool_call: (ev) => (inXmlBlock(ev) ? xmlCall(ev) : toolLine(ev.callId, ev.name, ev.args, ev.executionId)),
+  tool_result: (ev) => (inXmlBlock(ev) ? xmlResult(ev) : toolResult(ev)),
   duplicate_tool_call: (ev) =>
     noteLine(`duplicate call refused: ${ev.name} ${argsText(ev.args)} (attempt ${ev.attempts} of ${ev.limit})`, "warn"),
   ignored_tool_call: (ev) => noteLine(`tool call ignored (${ev.reason}): ${ev.name} ${argsText(ev.args)}`),
-  budget_exhausted: (ev) => noteLine(budgetLine(ev), "warn"),
+  budget_exhausted: (ev) => noteLine(ev.protocol === "xml_contract" ? xmlBudgetLine(ev) : budgetLine(ev), "warn"),
   context_update: (ev) => block(contextLine(ev)),
   decision: (ev) => block(decisionLine(ev)),
   verdict: (ev) => block(verdictLine(ev)),
   agent_step: (ev) => agentStep(ev),
   route: (ev) => handoff(ev),
+  xml_block: (ev) => xmlBlock(ev),
+  validation_error: (ev) => block(validationBox(ev)),
   final: (ev) => {
     showFinal(ev);
     setChip("done", "done");

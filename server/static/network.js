@@ -32,7 +32,7 @@ export function networkProgress(ev) {
 }
 
 /** Append ``nodes`` with a space between them, so the line's text reads (and copies) as words. */
-function spaced(parent, ...nodes) {
+export function spaced(parent, ...nodes) {
   nodes.forEach((node, index) => {
     if (index) parent.append(document.createTextNode(" "));
     parent.append(node);

@@ -494,3 +494,179 @@ def test_page_shows_an_agent_network_transcript_readably(servers: Any, tmp_path:
         text = chat.inner_text()
         assert [key for key in NETWORK_RAW if key in text] == []
         page.screenshot(path=str(tmp_path / "page-agent-network-error.png"), full_page=True)
+
+
+XML_TASK = "Summarise the roadmap and say who is on the team."
+#: Wire names of xml_contract's event fields: none may reach the page as raw JSON.
+XML_RAW = ['"type"', '"kind"', '"group"', '"steps"', '"stepIndex"', '"service"', '"tool"', '"args"',
+           '"problems"', '"callId"', '"durationMs"']  # fmt: skip
+
+
+def test_page_shows_xml_contract_readably(servers: Any, tmp_path: Path) -> None:
+    """xml_contract's demo (the default scripted:demo model, the bundled demo MCP server on the demo
+    workspace): each block as a header with its calls nested in step order, each filled in with its
+    result, the sequential step's placeholder replaced, and the final answer, all as text."""
+    dataset = tmp_path / "dataset"
+    server = servers(PHASEGRAPH_DATASET_DIR=str(dataset))
+    with open_page() as page:
+        page.goto(server.url)
+        chat = page.locator("#chat")
+        expect(page.locator("#protocol option[value='xml_contract']")).to_have_count(1)
+        page.locator("#protocol").select_option("xml_contract")
+        expect(page.locator("#protocol-summary")).to_contain_text("XML blocks")
+
+        send(page, XML_TASK)
+        answer = page.locator("#answer")
+        expect(answer).to_contain_text("The roadmap has two milestones", timeout=WAIT)
+        expect(answer).to_contain_text("3 people work on the project")
+        expect(page.locator("#status")).to_have_text("done", timeout=WAIT)
+        expect(chat.locator(".msg.assistant .who").last).to_have_text("assistant · xml_contract")
+
+        # Two blocks, each a header with its kind, id and number of calls.
+        blocks = chat.locator("[data-testid='xml-block']")
+        expect(blocks).to_have_count(2)
+        parallel, sequential = blocks.nth(0), blocks.nth(1)
+        expect(parallel).to_have_attribute("data-kind", "parallel")
+        expect(parallel.locator(".xml-block-title")).to_have_text("parallel block 1.1 · 2 calls")
+        expect(sequential).to_have_attribute("data-kind", "sequential")
+        expect(sequential.locator(".xml-block-title")).to_have_text("sequential block 2.1 · 2 calls")
+
+        # Their calls nested under them in step order, each with its result.
+        reads = parallel.locator("[data-testid='xml-step']")
+        expect(reads).to_have_count(2)
+        expect(reads.nth(0).locator(".tool-head")).to_have_text(
+            re.compile(r'^1\. demo\.read_file\(path="docs/roadmap\.md"\) ok · \d+ ms$')
+        )
+        expect(reads.nth(1).locator(".tool-head")).to_have_text(
+            re.compile(r'^2\. demo\.read_file\(path="docs/team\.md"\) ok · \d+ ms$')
+        )
+        steps = sequential.locator("[data-testid='xml-step']")
+        expect(steps).to_have_count(2)
+        expect(steps.nth(0).locator(".tool-head")).to_have_text(
+            re.compile(r'^1\. demo\.calculate\(expression="1 \+ 1 \+ 1"\) ok · \d+ ms$')
+        )
+        # Step 2 ran with step 1's result in place of its placeholder; what was written stays readable.
+        expect(steps.nth(1).locator(".tool-head")).to_have_text(
+            re.compile(r'^2\. demo\.slow_echo\(text="3 people work on the project", ms=50\) ok · \d+ ms$')
+        )
+        expect(steps.nth(1).locator(".xml-written")).to_have_text(
+            'as written: demo.slow_echo(text="$result_of_step_1 people work on the project", ms=50)'
+        )
+        expect(chat.locator("[data-testid='validation-error']")).to_have_count(0)
+
+        # In order: the phases, each tool phase followed by its block, then the answer.
+        lines = chat.locator(".msg.assistant").last.locator(".body > *")
+        order = lines.evaluate_all(
+            "nodes => nodes.map((node) => node.dataset.testid === 'phase-header'"
+            " ? node.dataset.phase : node.dataset.testid)"
+        )
+        assert order == ["action_phase", "tool_phase", "xml-block", "action_phase", "tool_phase", "xml-block",
+                         "action_phase", "answer"]  # fmt: skip
+        headers = chat.locator("[data-testid='phase-header']")
+        expect(headers.nth(1)).to_contain_text("tool phase #2")
+        expect(headers.nth(1)).to_contain_text("executed")
+
+        # Nothing of the events shows up as raw JSON.
+        text = chat.inner_text()
+        assert [key for key in XML_RAW if key in text] == []
+        page.screenshot(path=str(tmp_path / "page-xml-contract.png"), full_page=True)
+
+        # Each tool phase logged one line of training data.
+        files = list(dataset.glob("xml_contract/*.jsonl"))
+        assert [len(path.read_text(encoding="utf-8").splitlines()) for path in files] == [2]
+
+        # What the demo does not produce: results out of order, a failed step, a refused answer, the budget.
+        shown = page.evaluate(
+            """async () => {
+                const m = await import("/static/xml.js");
+                const box = m.xmlBlockBox({kind: "sequential", group: "3.1", steps: [
+                    {service: "demo", tool: "always_fails", args: {}},
+                    {service: "demo", tool: "calculate", args: {expression: "$result_of_step_1"}}]});
+                const first = m.stepOf(box, 1);
+                m.callStarted(first, {callId: "3.1.1", name: "demo.always_fails", args: {}});
+                m.callFinished(first, {status: "error", durationMs: 2.4, error: "no luck"});
+                m.closeBlock(box);
+                const fan = m.xmlBlockBox({kind: "parallel", group: "1.2", steps: [
+                    {service: "demo", tool: "slow_echo", args: {text: "a", ms: 90}},
+                    {service: "demo", tool: "slow_echo", args: {text: "b", ms: 10}}]});
+                for (const i of [1, 2]) m.callStarted(m.stepOf(fan, i), {name: "demo.slow_echo",
+                    args: {text: i === 1 ? "a" : "b", ms: i === 1 ? 90 : 10}});
+                m.callFinished(m.stepOf(fan, 2), {status: "ok", durationMs: 11});
+                const lines = (node) => [...node.querySelectorAll(".xml-step")].map((n) => n.textContent);
+                const midway = lines(fan);
+                m.callFinished(m.stepOf(fan, 1), {status: "ok", durationMs: 91});
+                const orphan = m.orphanBox({group: "4.1", stepIndex: 2});
+                for (const i of [2, 1]) m.addStep(orphan, {name: "demo.read_file", args: {path: `${i}.md`},
+                                                            stepIndex: i});
+                return {
+                    orphan: [orphan.querySelector(".xml-block-head").textContent, ...lines(orphan)],
+                    failed: lines(box),
+                    midway,
+                    done: lines(fan),
+                    answer: m.validationBox({group: null, problems: ["a DTD"]}).textContent,
+                    budget: m.xmlBudgetLine({budget: "steps", used: 8, limit: 8}),
+                };
+            }"""
+        )
+        assert shown == {
+            "orphan": ["⚙ block 4.1", '1. demo.read_file(path="1.md") waiting',
+                       '2. demo.read_file(path="2.md") waiting'],
+            "failed": ["1. demo.always_fails() error · 2 msno luck",
+                       '2. demo.calculate(expression="$result_of_step_1") not run'],
+            "midway": ['1. demo.slow_echo(text="a", ms=90) running…',
+                       '2. demo.slow_echo(text="b", ms=10) ok · 11 ms'],
+            "done": ['1. demo.slow_echo(text="a", ms=90) ok · 91 ms',
+                     '2. demo.slow_echo(text="b", ms=10) ok · 11 ms'],
+            "answer": "✗ the answer was refused; nothing was run:a DTD"
+            "The model reads these problems and may write the block again.",
+            "budget": "budget exhausted: tool steps (8 of 8): one last call answers without tools",
+        }  # fmt: skip
+
+
+def test_page_shows_a_refused_xml_block(servers: Any, tmp_path: Path) -> None:
+    """A block naming an unknown tool and an unknown service is refused as a whole: a red box lists
+    its problems (tags in them shown as text), nothing of it runs, and the model's next answer does."""
+    script = tmp_path / "refused.json"
+    turns = [
+        {"content": "<parallel>\n  <demo><read_files>docs/team.md</read_files></demo>\n"
+                    "  <web><search>team</search></web>\n</parallel>\n<execute_tools />"},
+        {"content": "<demo><read_file>docs/team.md</read_file></demo>\n<execute_tools />"},
+        {"content": "Final Answer: Ada, Linus and Grace are on the team."},
+    ]  # fmt: skip
+    script.write_text(json.dumps({"turns": turns}), encoding="utf-8")
+    server = servers(PHASEGRAPH_MODEL=f"scripted:{script}", PHASEGRAPH_DATASET_DIR=str(tmp_path / "dataset"))
+    with open_page() as page:
+        page.goto(server.url)
+        chat = page.locator("#chat")
+        expect(page.locator("#protocol option[value='xml_contract']")).to_have_count(1)
+        page.locator("#protocol").select_option("xml_contract")
+        send(page, "Who is on the team?")
+        expect(page.locator("#answer")).to_contain_text("Ada, Linus and Grace are on the team.", timeout=WAIT)
+        expect(page.locator("#status")).to_have_text("done", timeout=WAIT)
+
+        refused = chat.locator("[data-testid='validation-error']")
+        expect(refused).to_have_count(1)
+        expect(refused.locator(".xml-invalid-head")).to_have_text("✗ block 1.1 was not run:")
+        problems = refused.locator("[data-testid='validation-problem']")
+        expect(problems).to_have_count(2)
+        expect(problems.nth(0)).to_have_text(
+            re.compile(r"^step 1 \(demo\.read_files\): unknown tool \(tools of demo: .*read_file.*\)$")
+        )
+        expect(problems.nth(1)).to_have_text("step 2: unknown service <web> (services: demo)")
+        expect(chat.locator("web")).to_have_count(0)  # text, never markup
+
+        # Nothing of the refused block ran; the next answer's single call did.
+        blocks = chat.locator("[data-testid='xml-block']")
+        expect(blocks).to_have_count(1)
+        expect(blocks.locator(".xml-block-title")).to_have_text("single block 2.1 · 1 call")
+        expect(blocks.locator("[data-testid='xml-step']")).to_have_text(
+            re.compile(r'^1\. demo\.read_file\(path="docs/team\.md"\) ok · \d+ ms$')
+        )
+        lines = chat.locator(".msg.assistant").last.locator(".body > *")
+        order = lines.evaluate_all("nodes => nodes.map((node) => node.dataset.testid)")
+        assert order == ["phase-header", "validation-error", "phase-header", "phase-header", "phase-header",
+                         "xml-block", "phase-header", "answer"]  # fmt: skip
+
+        text = chat.inner_text()
+        assert [key for key in XML_RAW if key in text] == []
+        page.screenshot(path=str(tmp_path / "page-xml-contract-refused.png"), full_page=True)

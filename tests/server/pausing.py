@@ -1,7 +1,8 @@
-"""Driving a protocol's offline demo over HTTP to each of its pause points (the server tests)."""
+"""Driving a protocol's offline demo over HTTP: to each pause point, through crashes (the server tests)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
@@ -9,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from nodes.events import Event, Paused, Resumed
+from nodes.events import Event, Paused, Resumed, ToolCall, ToolResultEvent
 from tests.server.conftest import read_sse, stream
 
 #: Where a paused segment stopped: (graph node, phase index).
@@ -96,3 +97,40 @@ def tools_traced(client: httpx.Client, request_id: str) -> list[str]:
     """The tools a request's trace shows called, in order."""
     trace = client.get(f"/api/requests/{request_id}/trace").json()
     return [t["details"]["name"] for t in trace if t["type"] == "tool_call"]
+
+
+#: Longest wait for a server to save a checkpoint or take a run over.
+WAIT_SECONDS = 30
+
+
+def wait_for_checkpoint(client: httpx.Client, request_id: str, node: str, phase_index: int) -> None:
+    """Until the run's checkpoint after ``node`` at ``phase_index`` is saved."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    url = f"/api/threads/{request_id}/checkpoints"
+    while not any((c["node"], c["phaseIndex"]) == (node, phase_index) for c in client.get(url).json()):
+        assert time.monotonic() < deadline, f"{node} ({phase_index}) was never saved"
+        time.sleep(0.02)
+
+
+def wait_until_not_running(client: httpx.Client, request_id: str) -> str:
+    """The status a run has once a replica stopped driving it (paused as crashed, say)."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while (status := client.get(f"/api/requests/{request_id}").json()["status"]) == "running":
+        assert time.monotonic() < deadline, "no replica took the run over"
+        time.sleep(0.1)
+    return str(status)
+
+
+def latest_values(client: httpx.Client, thread_id: str) -> dict[str, Any]:
+    """The state the thread's newest checkpoint saved (the end of the run)."""
+    newest = client.get(f"/api/threads/{thread_id}/checkpoints").json()[-1]
+    answer = client.get(f"/api/threads/{thread_id}/checkpoints/{newest['checkpointId']}").json()
+    assert answer["checkpointId"] == newest["checkpointId"] and answer["next"] == []
+    values: dict[str, Any] = answer["values"]
+    return values
+
+
+def tool_events(events: list[Event]) -> tuple[list[ToolCall], list[ToolResultEvent]]:
+    """The tool calls and the tool results among ``events``."""
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    return calls, [e for e in events if isinstance(e, ToolResultEvent)]

@@ -9,7 +9,6 @@ replayed and forked, and no tool that completed ever runs again.
 import asyncio
 import os
 import shutil
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +24,15 @@ from nodes.models import DEMO_WORKSPACE
 from nodes.trace import MemoryTraceStore
 from tests.graphs.test_agent_network import QUESTION
 from tests.server.conftest import Server, read_sse, stream
-from tests.server.pausing import PausingDemo, check_resumes, tools_traced
+from tests.server.pausing import (
+    PausingDemo,
+    check_resumes,
+    latest_values,
+    tool_events,
+    tools_traced,
+    wait_for_checkpoint,
+    wait_until_not_running,
+)
 from tests.server.test_crash_recovery import _kept
 
 RUN = "/api/runs/agent_network/stream"
@@ -136,17 +143,12 @@ def _stopped_after(segment: list[Event]) -> tuple[str, int]:
     return "use_tool", last.phase_index
 
 
-def _tool_events(events: list[Event]) -> tuple[list[ToolCall], list[ToolResultEvent]]:
-    calls = [e for e in events if isinstance(e, ToolCall)]
-    return calls, [e for e in events if isinstance(e, ToolResultEvent)]
-
-
 def _check_tools_ran_once(events: list[Event]) -> list[str]:
     """Each tool was called once, under an execution id of its own; returns the ids in order.
 
     Counted over all ``events`` given (a whole request): per tool and per execution id.
     """
-    calls, results = _tool_events(events)
+    calls, results = tool_events(events)
     assert Counter(e.name for e in calls) == Counter(TOOLS) and [e.name for e in calls] == TOOLS
     assert [(e.name, e.status) for e in results] == [(name, "ok") for name in TOOLS]
     ids = [e.execution_id for e in calls]
@@ -168,15 +170,6 @@ def _check_resumed_without_repeats(segments: list[list[Event]], in_process: RunR
 
 
 DEMO = PausingDemo(RUN, _body, EVERY_PAUSE_POINT, _stopped_after)
-
-
-def _latest_values(client: httpx.Client, thread_id: str) -> dict[str, Any]:
-    """The state the thread's newest checkpoint saved (the end of the run)."""
-    newest = client.get(f"/api/threads/{thread_id}/checkpoints").json()[-1]
-    answer = client.get(f"/api/threads/{thread_id}/checkpoints/{newest['checkpointId']}").json()
-    assert answer["checkpointId"] == newest["checkpointId"] and answer["next"] == []
-    values: dict[str, Any] = answer["values"]
-    return values
 
 
 def _check_logs(values: dict[str, Any], execution_ids: list[str], answer: str) -> None:
@@ -205,15 +198,6 @@ def _check_logs(values: dict[str, Any], execution_ids: list[str], answer: str) -
     assert (values["responder"], values["answer"], values["control_epoch"]) == ("writer", answer, 3)
 
 
-def _wait_for_checkpoint(client: httpx.Client, request_id: str, node: str, phase_index: int) -> None:
-    """Until the run's checkpoint after ``node`` at ``phase_index`` is saved."""
-    deadline = time.monotonic() + WAIT_SECONDS
-    url = f"/api/threads/{request_id}/checkpoints"
-    while not any((c["node"], c["phaseIndex"]) == (node, phase_index) for c in client.get(url).json()):
-        assert time.monotonic() < deadline, f"{node} ({phase_index}) was never saved"
-        time.sleep(0.02)
-
-
 def _kill_while_searching(server: Server, request_id: str) -> list[Event]:
     """Start the demo (on the slow workspace) and SIGKILL its server while search_files runs.
 
@@ -229,7 +213,7 @@ def _kill_while_searching(server: Server, request_id: str) -> list[Event]:
         def on_event(event: Event) -> None:
             seen.append(event)
             if isinstance(event, ToolCall):
-                _wait_for_checkpoint(client, request_id, "run_agent_step", 3)
+                wait_for_checkpoint(client, request_id, "run_agent_step", 3)
                 server.kill()
 
         with pytest.raises(httpx.HTTPError):  # the connection dies with the server
@@ -239,14 +223,6 @@ def _kill_while_searching(server: Server, request_id: str) -> list[Event]:
     return seen
 
 
-def _wait_until_not_running(client: httpx.Client, request_id: str) -> str:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while (status := client.get(f"/api/requests/{request_id}").json()["status"]) == "running":
-        assert time.monotonic() < deadline, "no replica took the run over"
-        time.sleep(0.1)
-    return str(status)
-
-
 def test_the_demo_streams_in_order_to_the_writers_answer(server: Server, in_process: RunResult):
     with httpx.Client(base_url=server.url) as client:
         listed = {p["id"]: (p["seed"], p["route"]) for p in client.get("/api/protocols").json()}
@@ -254,7 +230,7 @@ def test_the_demo_streams_in_order_to_the_writers_answer(server: Server, in_proc
         events = stream(client, "POST", RUN, json=_body("an-demo"))
         status = client.get("/api/requests/an-demo").json()
         traced = tools_traced(client, "an-demo")
-        values = _latest_values(client, "an-demo")
+        values = latest_values(client, "an-demo")
     assert (status["status"], status["protocol"], status["lastSeq"]) == ("completed", "agent_network", 12)
     assert status["model"] == "scripted:demo"
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
@@ -275,7 +251,7 @@ def test_the_demo_streams_in_order_to_the_writers_answer(server: Server, in_proc
         ("researcher", "writer", 3),
     ]
     assert routes[1].message is not None and "Linus" in routes[1].message
-    calls, _ = _tool_events(events)
+    calls, _ = tool_events(events)
     assert [(e.name, e.args, *_where(e)) for e in calls] == [
         ("search_files", {"query": "stream", "path": "docs"}, *SEARCHED),
         ("read_file", {"path": "docs/team.md"}, "tool_execution", 6, 3, "researcher", 2),
@@ -317,7 +293,7 @@ def test_pausing_at_every_pause_point_then_resuming_runs_each_tool_once(
 ):
     with httpx.Client(base_url=server.url) as client:
         segments = DEMO.pause_and_replay(client, "an-pause", TOOLS)
-        values = _latest_values(client, "an-pause")
+        values = latest_values(client, "an-pause")
     _check_resumed_without_repeats(segments, in_process)
     events = [e for segment in segments for e in segment]
     final = events[-1]
@@ -343,7 +319,7 @@ def test_a_run_killed_while_paused_after_its_search_resumes_on_a_restarted_serve
         replayed = stream(client, "GET", "/api/requests/an-restart/stream")
         rest = stream(client, "POST", "/api/requests/an-restart/resume", json={})
         traced = tools_traced(client, "an-restart")
-        values = _latest_values(client, "an-restart")
+        values = latest_values(client, "an-restart")
     before = [e for segment in segments for e in segment]
     assert [e.to_json() for e in replayed] == [e.to_json() for e in before]
     _check_resumed_without_repeats([*segments, rest], in_process)
@@ -370,11 +346,11 @@ def test_a_run_killed_mid_tool_is_taken_over_and_repeats_only_that_tool(
     # as soon as its watcher sees the driver's process is gone
     other = other or servers(**env)
     with httpx.Client(base_url=other.url) as client:
-        assert _wait_until_not_running(client, request_id) == "paused"
+        assert wait_until_not_running(client, request_id) == "paused"
         replayed = stream(client, "GET", f"/api/requests/{request_id}/stream")
         rest = stream(client, "POST", f"/api/requests/{request_id}/resume", json={})
         traced = tools_traced(client, request_id)
-        values = _latest_values(client, request_id)
+        values = latest_values(client, request_id)
     crashed, resumed = replayed[-1], rest[0]
     assert [e.to_json() for e in replayed[:-1]] == [e.to_json() for e in before]
     assert isinstance(crashed, Paused) and crashed.reason == "crashed" and crashed.seq == before[-1].seq + 1
@@ -391,7 +367,7 @@ def test_a_run_killed_mid_tool_is_taken_over_and_repeats_only_that_tool(
     executed = _check_tools_ran_once(kept)
     # Over the whole request: the search that never returned is called again under a new
     # execution id; every call has an id of its own and each tool returned exactly once.
-    calls, results = _tool_events(events)
+    calls, results = tool_events(events)
     assert [e.name for e in calls] == ["search_files", *TOOLS] and [e.name for e in results] == TOOLS
     assert set(Counter(e.execution_id for e in calls).values()) == {1}
     assert interrupted.execution_id not in executed
@@ -413,7 +389,7 @@ def test_two_replicas_take_turns_at_every_pause_point(servers, in_process: RunRe
         segments = DEMO.pause_everywhere([a, b], request_id)
         traced = [tools_traced(client, request_id) for client in (a, b)]
         replayed = [stream(client, "GET", f"/api/requests/{request_id}/stream") for client in (a, b)]
-        values = _latest_values(b, request_id)
+        values = latest_values(b, request_id)
     DEMO.check_stops(segments)
     _check_resumed_without_repeats(segments, in_process)
     assert traced == [TOOLS, TOOLS]
@@ -466,9 +442,9 @@ def test_checkpoints_show_the_network_and_fork_after_its_first_tool(server: Serv
             name: client.get(f"/api/threads/an-cp/checkpoints/{c['checkpointId']}").json()["values"]
             for name, c in (("used", used[0]), ("routed", routed))
         }
-        final_values = _latest_values(client, "an-cp")
+        final_values = latest_values(client, "an-cp")
         forked = stream(client, "POST", f"/api/threads/an-cp/checkpoints/{used[0]['checkpointId']}/fork")
-        forked_values = _latest_values(client, "an-cp")  # the fork's branch is the thread's newest
+        forked_values = latest_values(client, "an-cp")  # the fork's branch is the thread's newest
         from_phase = stream(client, "POST", "/api/requests/an-cp/resume", json={"resumeFromPhaseIndex": 4})
         traced = [tools_traced(client, r) for r in ("an-cp", forked[0].request_id)]
     assert [c["node"] for c in timeline] == TIMELINE

@@ -42,7 +42,15 @@ from nodes.trace import MemoryTraceStore
 from tests.graphs.test_xml_contract import TASK, echo
 from tests.helpers import turn, write_script
 from tests.server.conftest import Server, free_port, read_sse, stream
-from tests.server.pausing import PausingDemo, check_resumes, tools_traced
+from tests.server.pausing import (
+    PausingDemo,
+    check_resumes,
+    latest_values,
+    tool_events,
+    tools_traced,
+    wait_for_checkpoint,
+    wait_until_not_running,
+)
 from tests.server.test_crash_recovery import _kept
 
 RUN = "/api/runs/xml_contract/stream"
@@ -155,14 +163,9 @@ def _stopped_after(segment: list[Event]) -> tuple[str, int]:
     return "execute_blocks", last.phase_index
 
 
-def _tool_events(events: list[Event]) -> tuple[list[ToolCall], list[ToolResultEvent]]:
-    calls = [e for e in events if isinstance(e, ToolCall)]
-    return calls, [e for e in events if isinstance(e, ToolResultEvent)]
-
-
 def _check_tools_ran_once(events: list[Event], expected: list[tuple[str, str, int]] = CALLS) -> None:
     """Each call ran once, under its block and step: calls in block order, results as they finished."""
-    calls, results = _tool_events(events)
+    calls, results = tool_events(events)
     assert [(e.name, e.group, e.step_index) for e in calls] == expected
     assert [e.call_id for e in calls] == [f"{group}.{index}" for _, group, index in expected]
     assert Counter((e.name, e.group, e.step_index) for e in results) == Counter(expected)
@@ -194,13 +197,6 @@ def _checkpoint_values(client: httpx.Client, thread_id: str, checkpoint_id: str)
     assert answer["checkpointId"] == checkpoint_id
     values: dict[str, Any] = answer["values"]
     return values
-
-
-def _latest_values(client: httpx.Client, thread_id: str) -> dict[str, Any]:
-    """The state the thread's newest checkpoint saved (the end of the run)."""
-    newest = client.get(f"/api/threads/{thread_id}/checkpoints").json()[-1]
-    assert newest["next"] == []
-    return _checkpoint_values(client, thread_id, newest["checkpointId"])
 
 
 def _iterations(dataset: Path, request_id: str) -> list[int]:
@@ -247,15 +243,6 @@ def _slow_script(directory: Path) -> str:
     )
 
 
-def _wait_for_checkpoint(client: httpx.Client, request_id: str, node: str, phase_index: int) -> None:
-    """Until the run's checkpoint after ``node`` at ``phase_index`` is saved."""
-    url = f"/api/threads/{request_id}/checkpoints"
-    _wait_for(
-        lambda: any((c["node"], c["phaseIndex"]) == (node, phase_index) for c in client.get(url).json()),
-        f"{node} ({phase_index}) was never saved",
-    )
-
-
 def _kill_in_slow_block(server: Server, request_id: str) -> list[Event]:
     """Start the slow script and SIGKILL its server while the slow_echo of its second block sleeps.
 
@@ -271,7 +258,7 @@ def _kill_in_slow_block(server: Server, request_id: str) -> list[Event]:
         def on_event(event: Event) -> None:
             seen.append(event)
             if isinstance(event, ToolCall) and event.name == "demo.slow_echo":
-                _wait_for_checkpoint(client, request_id, "propose_action", 3)
+                wait_for_checkpoint(client, request_id, "propose_action", 3)
                 assert len(_demo_children(server)) == 1  # the run's own stdio demo server
                 server.kill()
 
@@ -280,14 +267,6 @@ def _kill_in_slow_block(server: Server, request_id: str) -> list[Event]:
     assert server.process is not None and server.process.returncode is not None
     assert [e.type for e in seen] == SLOW_KINDS[:14]  # slow_echo was called and never returned
     return seen
-
-
-def _wait_until_not_running(client: httpx.Client, request_id: str) -> str:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while (status := client.get(f"/api/requests/{request_id}").json()["status"]) == "running":
-        assert time.monotonic() < deadline, "no replica took the run over"
-        time.sleep(0.1)
-    return str(status)
 
 
 @contextmanager
@@ -327,7 +306,7 @@ def _check_demo(events: list[Event], in_process: RunResult) -> None:
     _check_tools_ran_once(events)
     blocks = [e for e in events if isinstance(e, XmlBlock)]
     assert [(b.kind, b.group, b.step) for b in blocks] == [("parallel", "1.1", 1), ("sequential", "2.1", 2)]
-    calls, _ = _tool_events(events)
+    calls, _ = tool_events(events)
     assert calls[3].args == SUBSTITUTED_ARGS  # $result_of_step_1 replaced by calculate's output
     final = events[-1]
     assert isinstance(final, Final) and in_process.final is not None
@@ -340,7 +319,7 @@ def test_the_demo_streams_its_two_blocks_in_order_to_one_final(server: Server, i
         events = stream(client, "POST", RUN, json=_body("xc-demo"))
         status = client.get("/api/requests/xc-demo").json()
         traced = tools_traced(client, "xc-demo")
-        values = _latest_values(client, "xc-demo")
+        values = latest_values(client, "xc-demo")
     assert listed["xml_contract"] == ("004", RUN)
     assert (status["status"], status["protocol"], status["lastSeq"]) == ("completed", "xml_contract", 21)
     assert status["model"] == "scripted:demo"
@@ -362,7 +341,7 @@ def test_the_demo_streams_its_two_blocks_in_order_to_one_final(server: Server, i
         {"service": "demo", "tool": "calculate", "args": {"expression": "1 + 1 + 1"}},
         {"service": "demo", "tool": "slow_echo", "args": PLACEHOLDER_ARGS},  # the block as proposed
     ]
-    calls, results = _tool_events(events)
+    calls, results = tool_events(events)
     assert [c.args for c in calls[:3]] == [
         {"path": "docs/roadmap.md"},
         {"path": "docs/team.md"},
@@ -419,12 +398,12 @@ def test_last_event_id_replays_what_was_missed_without_repeats(server: Server):
 def test_pausing_after_every_block_then_resuming_runs_each_call_once(server: Server, in_process: RunResult):
     with httpx.Client(base_url=server.url) as client:
         segments = DEMO.pause_and_replay(client, "xc-pause", TOOLS)
-        values = _latest_values(client, "xc-pause")
+        values = latest_values(client, "xc-pause")
     _check_resumed_without_repeats(segments, in_process)
     paused = [segment[-1] for segment in segments[:-1]]
     assert all(isinstance(p, Paused) and p.reason == "requested" for p in paused)
     events = [e for segment in segments for e in segment]
-    calls, _ = _tool_events(events)
+    calls, _ = tool_events(events)
     assert calls[3].args == SUBSTITUTED_ARGS  # substituted from a result read back from the checkpoint
     assert [segment[0].type for segment in segments[1:]] == ["resumed"] * (len(segments) - 1)
     assert values["steps"] == 2 and len(_messages(values)) == 6  # no block answered twice
@@ -450,11 +429,11 @@ def test_a_run_killed_mid_block_is_taken_over_and_repeats_only_that_block(
     # as soon as its watcher sees the driver's process is gone
     other = other or servers(**env)
     with httpx.Client(base_url=other.url) as client:
-        assert _wait_until_not_running(client, request_id) == "paused"
+        assert wait_until_not_running(client, request_id) == "paused"
         replayed = stream(client, "GET", f"/api/requests/{request_id}/stream")
         rest = stream(client, "POST", f"/api/requests/{request_id}/resume", json={})
         traced = tools_traced(client, request_id)
-        values = _latest_values(client, request_id)
+        values = latest_values(client, request_id)
     crashed, resumed = replayed[-1], rest[0]
     assert [e.to_json() for e in replayed[:-1]] == [e.to_json() for e in before]
     assert isinstance(crashed, Paused) and crashed.reason == "crashed" and crashed.seq == before[-1].seq + 1
@@ -473,7 +452,7 @@ def test_a_run_killed_mid_block_is_taken_over_and_repeats_only_that_block(
     assert [e.type for e in kept if not isinstance(e, Paused | Resumed)] == SLOW_KINDS
     _check_tools_ran_once(kept, SLOW_CALLS)
     # Over the whole request: the block is called again from its first step; read_file never again.
-    calls, results = _tool_events(events)
+    calls, results = tool_events(events)
     assert [e.name for e in calls] == ["demo.read_file", *(["demo.calculate", "demo.slow_echo"] * 2)]
     assert [e.name for e in results] == [
         "demo.read_file",
@@ -569,7 +548,7 @@ def test_checkpoints_show_the_blocks_and_fork_after_the_first_one(server: Server
             for name, c in (("executed", executed[0]), ("proposed", proposed))
         }
         forked = stream(client, "POST", f"/api/threads/xc-cp/checkpoints/{executed[0]['checkpointId']}/fork")
-        forked_values = _latest_values(client, "xc-cp")  # the fork's branch is the thread's newest
+        forked_values = latest_values(client, "xc-cp")  # the fork's branch is the thread's newest
         from_phase = stream(client, "POST", "/api/requests/xc-cp/resume", json={"resumeFromPhaseIndex": 2})
         traced = [tools_traced(client, r) for r in ("xc-cp", forked[0].request_id)]
     assert [c["node"] for c in timeline] == TIMELINE
@@ -593,7 +572,7 @@ def test_checkpoints_show_the_blocks_and_fork_after_the_first_one(server: Server
         # the parallel block ran before the point they continue from and never again
         _check_tools_ran_once(resumed, CALLS[2:])
         assert _progress(resumed) == _progress(in_process.events)[FIRST_BLOCK_DONE:]
-        calls, _ = _tool_events(resumed)
+        calls, _ = tool_events(resumed)
         assert calls[1].args == SUBSTITUTED_ARGS
         assert isinstance(resumed[-1], Final) and resumed[-1].answer == final.answer
     assert forked[0].request_id != "xc-cp" and isinstance(from_phase[0], Resumed)
@@ -622,7 +601,7 @@ def test_the_demo_runs_the_same_on_the_demo_server_over_streamable_http(
     # the HTTP server is gone: the same server reaches nothing, and says so, yet still answers
     with httpx.Client(base_url=server.url) as client:
         down = stream(client, "POST", RUN, json=_body("xc-http-down"))
-    assert not _tool_events(down)[0] and not [e for e in down if isinstance(e, XmlBlock)]
+    assert not tool_events(down)[0] and not [e for e in down if isinstance(e, XmlBlock)]
     errors = [e for e in down if isinstance(e, ValidationErrorEvent)]
     assert [e.group for e in errors] == ["1.1", "2.1"]
     for error in errors:
@@ -660,7 +639,7 @@ def test_a_service_that_is_down_leaves_the_others_working(servers, tmp_path: Pat
         took = time.monotonic() - started
         events = stream(client, "POST", RUN, json=_body("xc-down", model="scripted:script.json"))
         status = client.get("/api/requests/xc-down").json()
-        values = _latest_values(client, "xc-down")
+        values = latest_values(client, "xc-down")
         traced = tools_traced(client, "xc-down")
     # the demo never calls the service that is down: it runs as ever, without waiting for it
     _check_demo(demo_events, in_process)

@@ -182,7 +182,7 @@ def network_routes(caller: Any) -> APIRouter:
 
     @router.post(
         "/api/networks", status_code=201, response_model=NetworkInfo, response_model_by_alias=True,
-        responses=errors(403, invalid_input="the network breaks a publish-time rule (each one is listed)"),
+        responses=errors(400, 403, invalid_input="the network breaks a publish-time rule (each is listed)"),
     )  # fmt: skip
     async def publish_network(body: PublishRequest, request: Request, access: Caller) -> NetworkInfo:
         access.require(body.project_id)

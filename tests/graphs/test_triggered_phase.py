@@ -234,6 +234,10 @@ def _sample(annotation: object) -> object:
         return "x"
     if annotation in (int, float):
         return 1
+    if get_origin(annotation) is dict:
+        return {"k": 1}
     if get_origin(annotation) is Literal:
         return get_args(annotation)[0]
+    if get_origin(annotation) is list:
+        return [_sample(get_args(annotation)[0])]
     return {"k": 1}

@@ -9,7 +9,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
 from nodes.xml_contract.action_phase import propose_action, route_after_proposal
-from nodes.xml_contract.answer import answer_without_tools, finish_turn, start_turn
+from nodes.xml_contract.answer import answer_after_refusals, answer_without_tools, finish_turn, start_turn
 from nodes.xml_contract.context import XmlContractContext
 from nodes.xml_contract.state import XmlContractInput, XmlContractOutput, XmlContractState, progress
 from nodes.xml_contract.tool_phase import execute_blocks, route_after_tools
@@ -19,7 +19,7 @@ Context = XmlContractContext
 
 
 def build_graph() -> StateGraph[XmlContractState, XmlContractContext, XmlContractInput, XmlContractOutput]:
-    """Propose, execute, read the results, repeat; a final answer or the step budget ends the turn."""
+    """Propose, execute, read the results, repeat; a final answer, the step budget or two refusals end it."""
     builder = StateGraph(
         XmlContractState,
         context_schema=XmlContractContext,
@@ -31,6 +31,7 @@ def build_graph() -> StateGraph[XmlContractState, XmlContractContext, XmlContrac
     builder.add_node("execute_blocks", execute_blocks)
     builder.add_node("finish_turn", finish_turn)
     builder.add_node("answer_without_tools", answer_without_tools)
+    builder.add_node("answer_after_refusals", answer_after_refusals)
     builder.add_edge(START, "start_turn")
     builder.add_edge("start_turn", "propose_action")
     builder.add_conditional_edges(
@@ -39,10 +40,15 @@ def build_graph() -> StateGraph[XmlContractState, XmlContractContext, XmlContrac
     builder.add_conditional_edges(
         "execute_blocks",
         route_after_tools,
-        {"next_step": "propose_action", "steps_spent": "answer_without_tools"},
+        {
+            "next_step": "propose_action",
+            "steps_spent": "answer_without_tools",
+            "refused_twice": "answer_after_refusals",
+        },
     )
     builder.add_edge("finish_turn", END)
     builder.add_edge("answer_without_tools", END)
+    builder.add_edge("answer_after_refusals", END)
     return builder
 
 

@@ -13,7 +13,7 @@ from nodes.events import BudgetExhaustedEvent, Final, PhaseEnd, PhaseStart
 from nodes.models import stream_model
 from nodes.xml_contract.context import XmlContractContext
 from nodes.xml_contract.contract import answer_text
-from nodes.xml_contract.prompts import ANSWER_NOW
+from nodes.xml_contract.prompts import ANSWER_NOW, REFUSED_TWICE
 from nodes.xml_contract.state import XmlContractState, progress
 
 
@@ -28,6 +28,7 @@ async def start_turn(state: XmlContractState, runtime: Runtime[XmlContractContex
         "proposal": None,
         "steps": 0,
         "calls": {"ok": 0, "error": 0},
+        "refused_in_a_row": 0,
         "model_calls": 0,
         "phase": "action_phase",
         "phase_index": state.get("phase_index", 0),
@@ -53,13 +54,28 @@ async def finish_turn(state: XmlContractState, runtime: Runtime[XmlContractConte
 async def answer_without_tools(
     state: XmlContractState, runtime: Runtime[XmlContractContext]
 ) -> dict[str, Any]:
-    """The step budget is spent: one last call, with no tools and no stop sequences, writes the answer."""
+    """The step budget is spent: one last call, with no stop sequences, writes the answer."""
+    context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
+    meta = progress(state)
+    emitter.emit(BudgetExhaustedEvent, budget="steps", limit=context.max_steps, used=state["steps"], **meta)
+    return await _last_answer(state, runtime, HumanMessage(ANSWER_NOW.format(limit=context.max_steps)))
+
+
+@reports_errors
+async def answer_after_refusals(
+    state: XmlContractState, runtime: Runtime[XmlContractContext]
+) -> dict[str, Any]:
+    """Two answers in a row could not run at all (one correction was had): the model answers without tools."""
+    return await _last_answer(state, runtime, HumanMessage(REFUSED_TWICE))
+
+
+async def _last_answer(
+    state: XmlContractState, runtime: Runtime[XmlContractContext], ask: HumanMessage
+) -> dict[str, Any]:
     context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
     update: dict[str, Any] = {"phase": "action_phase", "phase_index": state["phase_index"] + 1}
     meta = progress({**state, **update})
-    emitter.emit(BudgetExhaustedEvent, budget="steps", limit=context.max_steps, used=state["steps"], **meta)
     emitter.emit(PhaseStart, final=True, **meta)
-    ask = HumanMessage(ANSWER_NOW.format(limit=context.max_steps))
     system = SystemMessage((state["proposal"] or {}).get("system", ""))
     model = context.resolve_model(state["model_calls"])
     chunks = [chunk async for chunk in stream_model(model, [system, *state["messages"], ask])]

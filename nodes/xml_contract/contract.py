@@ -25,6 +25,7 @@ GROUPS = ("parallel", "sequential")
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
 _OPEN_THINK = re.compile(r"<think>(?:(?!</think>).)*$", re.DOTALL | re.IGNORECASE)
 _MARKUP = re.compile(r"<[^<>]+>")
+EMPTY = "the answer was empty: write your calls, or 'Final Answer:' and the answer"
 CUT_IN_THOUGHT = (
     "the answer stopped inside <think>: <execute_tools /> and <result> end an answer wherever they appear, "
     "so keep them out of your thinking and write your calls after </think>"
@@ -80,7 +81,8 @@ def read_proposal(raw: str, schemas: ToolSchemas) -> Proposal:
         return proposal
     plain = _SIGNAL.sub("", _THINK.sub("", text))
     before, final, after = plain.partition(FINAL)
-    for source, name, problem in _elements(before):
+    known = {*schemas.services, *schemas.unavailable, *GROUPS}
+    for source, name, problem in _elements(before, known):
         block = Block("single", source, problems=[problem] if problem else [])
         if not problem:
             _read_block(block, name, schemas)
@@ -88,6 +90,8 @@ def read_proposal(raw: str, schemas: ToolSchemas) -> Proposal:
             proposal.blocks.append(block)
     if final and not proposal.blocks:
         proposal.final_answer = after.strip()
+    if not proposal.blocks and not proposal.final_answer and not answer_text(text):
+        proposal.problems.append(EMPTY)
     return proposal
 
 
@@ -99,8 +103,12 @@ def answer_text(raw: str) -> str:
     return _MARKUP.sub("", plain).strip()
 
 
-def _elements(text: str) -> list[tuple[str, str, str | None]]:
-    """Top-level elements: (source, tag, problem); prose and lone tags between them are skipped."""
+def _elements(text: str, known: set[str]) -> list[tuple[str, str, str | None]]:
+    """Top-level elements: (source, tag, problem); prose and lone tags between them are skipped.
+
+    An unclosed tag that names no service or block is prose too (``<br>``, ``a<b``); an unclosed
+    service or block is malformed, and takes the rest of the answer with it.
+    """
     found: list[tuple[str, str, str | None]] = []
     at = 0
     while match := _OPEN.search(text, at):
@@ -109,6 +117,9 @@ def _elements(text: str) -> list[tuple[str, str, str | None]]:
             at = match.end()
             continue
         end = _closing(text, name, match.end())
+        if end is None and name not in known:
+            at = match.end()
+            continue
         if end is None:
             found.append((text[match.start() :], name, f"malformed XML: <{name}> is never closed"))
             break

@@ -23,6 +23,11 @@ Never write <result> yourself. When you can answer, write "Final Answer:" follow
 Services and tools:
 {catalogue}"""
 
+#: The one tool-less call that ends a turn whose last two answers could not run at all.
+REFUSED_TWICE = (
+    "Your last two answers could not be run (the errors are above), so no more tools will run. Answer the "
+    "user's task now from what you have, starting with 'Final Answer:'."
+)
 #: The one tool-less call that ends a run whose step budget is spent.
 ANSWER_NOW = (
     "No more tools will run: the step budget ({limit}) is spent. Answer the user's task now from the results "

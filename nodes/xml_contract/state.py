@@ -33,6 +33,7 @@ class XmlContractState(TypedDict):
     proposal: dict[str, Any] | None  # what the last model answer proposed (blocks, problems, final answer)
     steps: int  # iterations that ran blocks this turn
     calls: dict[str, int]  # this turn's tool calls by status ("ok", "error")
+    refused_in_a_row: int  # iterations in a row whose answer could not run at all (broken XML, ...)
     model_calls: int  # model calls this turn, positions a scripted model
     phase: Phase  # the phase running or last run
     phase_index: int  # 1..N, incremented at each phase start

@@ -41,6 +41,7 @@ async def execute_blocks(state: XmlContractState, runtime: Runtime[XmlContractCo
     started = time.perf_counter()
     parts = [refusal(proposal["problems"])] if proposal.get("problems") else []
     calls = dict(state["calls"])
+    ran = 0
     for number, data in enumerate(proposal.get("blocks", []), start=1):
         block = Block(data["kind"], data["source"], [Step(**s) for s in data["steps"]], data["problems"])
         if block.problems:
@@ -51,6 +52,7 @@ async def execute_blocks(state: XmlContractState, runtime: Runtime[XmlContractCo
         emitter.emit(XmlBlock, kind=block.kind, group=group, steps=steps, **meta)
         for status, text in await run_block(context, emitter, services, block, group, meta):
             calls[status] += 1
+            ran += 1
             parts.append(text)
     observation = "\n".join(parts)
     emitter.emit(PhaseEnd, reason="executed", **meta)
@@ -65,7 +67,8 @@ async def execute_blocks(state: XmlContractState, runtime: Runtime[XmlContractCo
         "observation": observation, "timings": {"model_ms": proposal.get("model_ms"), "tools_ms": tools_ms},
     }  # fmt: skip
     await append_line(context.dataset_dir, context.PROTOCOL, context.request_id, record)
-    return update | {"messages": [HumanMessage(observation)], "calls": calls}
+    refused = 0 if ran else state["refused_in_a_row"] + 1
+    return update | {"messages": [HumanMessage(observation)], "calls": calls, "refused_in_a_row": refused}
 
 
 async def run_block(
@@ -111,6 +114,11 @@ def substitute(value: Any, outputs: list[str]) -> Any:
 
 async def route_after_tools(
     state: XmlContractState, runtime: Runtime[XmlContractContext]
-) -> Literal["next_step", "steps_spent"]:
-    """The model reads the results and proposes again, until the step budget is spent."""
+) -> Literal["next_step", "steps_spent", "refused_twice"]:
+    """The model reads the results and proposes again, until the step budget is spent.
+
+    An answer that could not run at all gets one correction: a second one in a row ends the turn.
+    """
+    if state["refused_in_a_row"] >= 2:
+        return "refused_twice"
     return "steps_spent" if state["steps"] >= runtime.context.max_steps else "next_step"

@@ -67,5 +67,6 @@ def test_xml_contract_loop_and_budget_are_visible_edges():
         "execute_blocks -. &nbsp;next_step&nbsp; .-> propose_action",  # the loop
         "propose_action -. &nbsp;answer&nbsp; .-> finish_turn",
         "execute_blocks -. &nbsp;steps_spent&nbsp; .-> answer_without_tools",  # the step budget
+        "execute_blocks -. &nbsp;refused_twice&nbsp; .-> answer_after_refusals",  # one correction only
     ):
         assert edge in drawing

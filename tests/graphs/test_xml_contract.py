@@ -17,7 +17,7 @@ from nodes.events import Final, ToolCall, ToolResultEvent, XmlBlock
 from nodes.scripted import ScriptedChatModel
 from nodes.trace import MemoryTraceStore
 from nodes.xml_contract.context import XmlContractContext
-from nodes.xml_contract.contract import CUT_IN_THOUGHT
+from nodes.xml_contract.contract import CUT_IN_THOUGHT, EMPTY
 from tests.helpers import kinds, of_type, scripted, turn
 
 TASK = "Summarise the roadmap and say who is on the team."
@@ -203,3 +203,25 @@ async def test_the_budget_answer_ignores_final_answer_written_while_thinking(tmp
         tmp_path, workspace, "<demo><calculate>1+1</calculate></demo>", last, max_steps=1
     )
     assert result.final is not None and result.final.answer == "2"
+
+
+async def test_two_answers_in_a_row_that_cannot_run_end_with_one_tool_less_answer(tmp_path, workspace):
+    broken = "<demo><read_file>a</read_file>"  # never closed
+    result, model = await run_xml(
+        tmp_path,
+        workspace,
+        broken,
+        "<nowhere><x>1</x></nowhere>",
+        "Final Answer: I could not read it.",
+        max_steps=8,
+    )
+    assert len(of_type(result, "validation_error")) == 2 and not of_type(result, "tool_call")
+    assert not of_type(result, "budget_exhausted")  # not the budget: the one correction was used
+    assert "could not be run" in model.prompts[-1][-1].text and model.exhausted
+    assert result.final is not None and result.final.answer == "I could not read it."
+
+
+async def test_an_empty_answer_gets_a_correction(tmp_path, workspace):
+    result, _ = await run_xml(tmp_path, workspace, "", "Final Answer: here it is")
+    assert [e.problems for e in of_type(result, "validation_error")] == [[EMPTY]]
+    assert result.final is not None and result.final.answer == "here it is"

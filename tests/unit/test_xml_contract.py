@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from nodes.xml_contract.arguments import ToolSchemas
-from nodes.xml_contract.contract import read_proposal
+from nodes.xml_contract.contract import EMPTY, read_proposal
 from nodes.xml_contract.tool_phase import substitute
 
 SCHEMAS = ToolSchemas(
@@ -137,3 +137,18 @@ def test_a_final_answer_is_captured_unless_blocks_come_first():
     assert early.final_answer is None and len(early.blocks) == 1  # the calls run; the guess waits for them
     prose = read_proposal("Just prose, no calls.", SCHEMAS)
     assert prose.blocks == [] and prose.final_answer is None and prose.problems == []
+
+
+def test_unclosed_tags_in_prose_are_prose_but_an_unclosed_block_is_not():
+    assert steps("Line one<br>then a<b and <demo><read_file>a</read_file></demo>") == [
+        ("single", "demo", "read_file", {"path": "a"})
+    ]
+    assert any("<demo> is never closed" in p for p in problems("<br> <demo><read_file>a</read_file>"))
+
+
+@pytest.mark.parametrize(
+    "answer", ["", "   ", "<think>only thinking</think>", "Final Answer:", "<execute_tools />"]
+)
+def test_an_empty_answer_is_a_problem_not_a_final_answer(answer: str):
+    proposal = read_proposal(answer, SCHEMAS)
+    assert proposal.problems == [EMPTY] and not proposal.final_answer

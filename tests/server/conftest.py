@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,10 @@ from nodes.events import Event, parse_event
 from nodes.models import DEMO_WORKSPACE
 
 PHASEGRAPH = str(Path(sys.executable).parent / "phasegraph")
+#: Tests that need Postgres skip on a laptop without it; CI always sets the URL.
+needs_postgres = pytest.mark.skipif(
+    not os.environ.get("PHASEGRAPH_TEST_POSTGRES_URL"), reason="PHASEGRAPH_TEST_POSTGRES_URL unset"
+)
 
 
 def free_port() -> int:
@@ -146,3 +151,18 @@ def stream(
     for event_name, event_id, event in frames:
         assert event_name == event.type and event_id == str(event.seq)
     return [event for _, _, event in frames]
+
+
+@contextmanager
+def demo_server(tmp_path_factory: pytest.TempPathFactory, name: str, **env: str) -> Iterator[Server]:
+    """One server on the demo workspace with a database of its own, shared by a test module's tests."""
+    folder = tmp_path_factory.mktemp(name)
+    base = {
+        "PHASEGRAPH_CHECKPOINTER": f"sqlite:{folder / 'state.db'}",
+        "PHASEGRAPH_WORKSPACE": str(DEMO_WORKSPACE),
+    }
+    started = Server(env={**base, **env}, log=folder / "server.log").start()
+    try:
+        yield started
+    finally:
+        started.stop()

@@ -23,7 +23,7 @@ from nodes.events import Cancelled, Event, Final, Paused, Resumed, Route, ToolCa
 from nodes.models import DEMO_WORKSPACE
 from nodes.trace import MemoryTraceStore
 from tests.graphs.test_agent_network import QUESTION
-from tests.server.conftest import Server, read_sse, stream
+from tests.server.conftest import Server, demo_server, needs_postgres, read_sse, stream
 from tests.server.pausing import (
     PausingDemo,
     check_resumes,
@@ -72,24 +72,13 @@ DECIDED_TO_SEARCH = ("agent_step", 3, 2, "researcher", 2)
 SEARCHED = ("tool_execution", 4, 2, "researcher", 2)
 #: The archive that makes search_files slow: notes this many folders deep, and how many.
 ARCHIVE_DEPTH, ARCHIVE_NOTES = 40, 6000
-WAIT_SECONDS = 30
-
-needs_postgres = pytest.mark.skipif(
-    not os.environ.get("PHASEGRAPH_TEST_POSTGRES_URL"), reason="PHASEGRAPH_TEST_POSTGRES_URL unset"
-)
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One server for the tests that need nothing but the default settings (each start costs seconds)."""
-    folder = tmp_path_factory.mktemp("agent-network")
-    env = {
-        "PHASEGRAPH_CHECKPOINTER": f"sqlite:{folder / 'state.db'}",
-        "PHASEGRAPH_WORKSPACE": str(DEMO_WORKSPACE),
-    }
-    started = Server(env=env, log=folder / "server.log").start()
-    yield started
-    started.stop()
+    with demo_server(tmp_path_factory, "agent-network") as started:
+        yield started
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,8 @@ from pathlib import Path
 from uuid import uuid4
 
 import httpx
-import pytest
 
-from tests.server.conftest import slow_script, stream
+from tests.server.conftest import needs_postgres, slow_script, stream
 
 TWO_STAGE = "/api/chat/messages_two_stage"
 
@@ -35,11 +34,6 @@ def _resume(server, request_id: str) -> tuple[list, list]:
         events = stream(client, "POST", f"{TWO_STAGE}/resume", json={"requestId": request_id})
         trace = client.get(f"/api/requests/{request_id}/trace").json()
     return events, trace
-
-
-needs_postgres = pytest.mark.skipif(
-    not os.environ.get("PHASEGRAPH_TEST_POSTGRES_URL"), reason="PHASEGRAPH_TEST_POSTGRES_URL unset"
-)
 
 
 def _two_replicas(servers, tmp_path: Path):

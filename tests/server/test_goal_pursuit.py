@@ -18,10 +18,9 @@ import pytest
 
 from graphs.run import RunResult, run
 from nodes.events import Event, Final, Paused, Resumed
-from nodes.models import DEMO_WORKSPACE
 from nodes.trace import MemoryTraceStore
 from tests.graphs.test_goal_pursuit import CHAPTER, COMPASS, GOAL, MIRA
-from tests.server.conftest import Server, stream
+from tests.server.conftest import Server, demo_server, stream
 from tests.server.pausing import PausingDemo, check_resumes, tools_traced
 from tools.resources import ResourceRepository, bundled_world
 
@@ -50,14 +49,8 @@ NODE_OF = {
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One server for the tests that need nothing but the default settings (each start costs seconds)."""
-    folder = tmp_path_factory.mktemp("goal-pursuit")
-    env = {
-        "PHASEGRAPH_CHECKPOINTER": f"sqlite:{folder / 'state.db'}",
-        "PHASEGRAPH_WORKSPACE": str(DEMO_WORKSPACE),
-    }
-    started = Server(env=env, log=folder / "server.log").start()
-    yield started
-    started.stop()
+    with demo_server(tmp_path_factory, "goal-pursuit") as started:
+        yield started
 
 
 @pytest.fixture(scope="module")

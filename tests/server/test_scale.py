@@ -16,15 +16,11 @@ import httpx
 import pytest
 
 from nodes.events import Event, parse_event
-from tests.server.conftest import read_sse, stream
+from tests.server.conftest import needs_postgres, read_sse, stream
 
 RUN = "/api/runs/triggered_phase/stream"
 LOAD_RUNS = 100
 LOAD_SECONDS = 180  # the whole load test stops by itself after this
-
-needs_postgres = pytest.mark.skipif(
-    not os.environ.get("PHASEGRAPH_TEST_POSTGRES_URL"), reason="PHASEGRAPH_TEST_POSTGRES_URL unset"
-)
 
 
 def _script(directory: Path, chunks: int, delay_ms: int) -> str:

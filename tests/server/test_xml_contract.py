@@ -41,8 +41,9 @@ from nodes.models import DEMO_WORKSPACE
 from nodes.trace import MemoryTraceStore
 from tests.graphs.test_xml_contract import TASK, echo
 from tests.helpers import turn, write_script
-from tests.server.conftest import Server, free_port, read_sse, stream
+from tests.server.conftest import Server, demo_server, free_port, needs_postgres, read_sse, stream
 from tests.server.pausing import (
+    WAIT_SECONDS,
     PausingDemo,
     check_resumes,
     latest_values,
@@ -100,25 +101,14 @@ SLOW_CALLS = [("demo.read_file", "1.1", 1), ("demo.calculate", "2.1", 1), ("demo
 SLOW_ANSWER = "3 people work on the project."
 #: Where the slow script is once the model proposed its slow block (the checkpoint before it).
 PROPOSED_SLOW_BLOCK = ("action_phase", 3, 1)
-WAIT_SECONDS = 30
-
-needs_postgres = pytest.mark.skipif(
-    not os.environ.get("PHASEGRAPH_TEST_POSTGRES_URL"), reason="PHASEGRAPH_TEST_POSTGRES_URL unset"
-)
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One server for the tests that need nothing but the default settings (each start costs seconds)."""
-    folder = tmp_path_factory.mktemp("xml-contract")
-    env = {
-        "PHASEGRAPH_CHECKPOINTER": f"sqlite:{folder / 'state.db'}",
-        "PHASEGRAPH_WORKSPACE": str(DEMO_WORKSPACE),
-        "PHASEGRAPH_DATASET_DIR": str(folder / "dataset"),
-    }
-    started = Server(env=env, log=folder / "server.log").start()
-    yield started
-    started.stop()
+    dataset = tmp_path_factory.mktemp("xml-contract-dataset")
+    with demo_server(tmp_path_factory, "xml-contract", PHASEGRAPH_DATASET_DIR=str(dataset)) as started:
+        yield started
 
 
 @pytest.fixture(scope="module")

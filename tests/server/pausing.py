@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from nodes.events import Event, Paused, Resumed, ToolCall, ToolResultEvent
-from tests.server.conftest import read_sse, stream
+from tests.server.conftest import Server, read_sse, stream
 
 #: Where a paused segment stopped: (graph node, phase index).
 Stop = tuple[str, int | None]
@@ -134,3 +134,37 @@ def tool_events(events: list[Event]) -> tuple[list[ToolCall], list[ToolResultEve
     """The tool calls and the tool results among ``events``."""
     calls = [e for e in events if isinstance(e, ToolCall)]
     return calls, [e for e in events if isinstance(e, ToolResultEvent)]
+
+
+@dataclass
+class Takeover:
+    """A run whose driver was killed, as the server that took it over shows it."""
+
+    crashed: Paused  # the pause the takeover recorded
+    resumed: Resumed  # how the resume began
+    events: list[Event]  # the whole request: what the killed driver sent, the pause, the resumed rest
+    rest: list[Event]  # the resumed rest
+    traced: list[str]  # the tools the trace shows called
+    values: dict[str, Any]  # the state at the end
+
+
+def take_over(other: Server, request_id: str, before: list[Event]) -> Takeover:
+    """Wait until ``other`` took the killed run over (paused as crashed), resume it there, check the seams.
+
+    ``before`` are the events the killed driver sent; the replay must repeat them exactly, then the
+    ``crashed`` pause, then a ``crashed`` resume, with one gapless seq over the whole request.
+    """
+    with httpx.Client(base_url=other.url) as client:
+        assert wait_until_not_running(client, request_id) == "paused"
+        replayed = stream(client, "GET", f"/api/requests/{request_id}/stream")
+        rest = stream(client, "POST", f"/api/requests/{request_id}/resume", json={})
+        traced = tools_traced(client, request_id)
+        values = latest_values(client, request_id)
+    crashed, resumed = replayed[-1], rest[0]
+    assert [e.to_json() for e in replayed[:-1]] == [e.to_json() for e in before]
+    assert isinstance(crashed, Paused) and crashed.reason == "crashed" and crashed.seq == before[-1].seq + 1
+    assert isinstance(resumed, Resumed) and resumed.reason == "crashed" and not resumed.fork
+    assert resumed.seq == crashed.seq + 1
+    events = replayed + rest
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    return Takeover(crashed, resumed, events, rest, traced, values)

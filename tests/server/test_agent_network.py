@@ -28,10 +28,10 @@ from tests.server.pausing import (
     PausingDemo,
     check_resumes,
     latest_values,
+    take_over,
     tool_events,
     tools_traced,
     wait_for_checkpoint,
-    wait_until_not_running,
 )
 from tests.server.test_crash_recovery import _kept
 
@@ -333,24 +333,15 @@ def test_a_run_killed_mid_tool_is_taken_over_and_repeats_only_that_tool(
     before = _kill_while_searching(driver, request_id)
     # a restarted server on the same sqlite database takes the run over at start-up; a replica,
     # as soon as its watcher sees the driver's process is gone
-    other = other or servers(**env)
-    with httpx.Client(base_url=other.url) as client:
-        assert wait_until_not_running(client, request_id) == "paused"
-        replayed = stream(client, "GET", f"/api/requests/{request_id}/stream")
-        rest = stream(client, "POST", f"/api/requests/{request_id}/resume", json={})
-        traced = tools_traced(client, request_id)
-        values = latest_values(client, request_id)
-    crashed, resumed = replayed[-1], rest[0]
-    assert [e.to_json() for e in replayed[:-1]] == [e.to_json() for e in before]
-    assert isinstance(crashed, Paused) and crashed.reason == "crashed" and crashed.seq == before[-1].seq + 1
-    assert _where(crashed) == DECIDED_TO_SEARCH  # the checkpoint right before the tool
+    taken = take_over(other or servers(**env), request_id, before)
+    events, rest, traced, values = taken.events, taken.rest, taken.traced, taken.values
+    # the checkpoint right before the tool
+    assert _where(taken.crashed) == _where(taken.resumed) == DECIDED_TO_SEARCH
     interrupted = before[-1]
     assert isinstance(interrupted, ToolCall) and interrupted.name == "search_files"
-    assert isinstance(resumed, Resumed) and resumed.reason == "crashed" and not resumed.fork
-    assert resumed.seq == crashed.seq + 1 and _where(resumed) == DECIDED_TO_SEARCH
-    assert resumed.replaces_from_seq == interrupted.seq  # the interrupted call is dropped, nothing before it
-    events = replayed + rest
-    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert (
+        taken.resumed.replaces_from_seq == interrupted.seq
+    )  # the interrupted call is dropped, nothing before
     kept = _kept(events)
     assert _progress(kept) == _progress(in_process.events)
     executed = _check_tools_ran_once(kept)

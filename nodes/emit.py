@@ -70,13 +70,23 @@ def errors_reported(emitter: Emitter) -> Iterator[None]:
 
 
 def reports_errors(node: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-    """Decorate an async node so its failures reach clients as ``error`` events."""
+    """Decorate an async node so its failures reach clients as ``error`` events.
+
+    A failure ends the run, so what the run's Context holds open (MCP sessions, spans) is released
+    here too: a client such as ``langgraph dev`` drives the graph without closing the Context.
+    """
 
     @wraps(node)  # LangGraph reads the node's own signature through ``__wrapped__``
     async def reporting(*args: P.args, **kwargs: P.kwargs) -> R:
         runtime = get_runtime(RunContext)
-        with errors_reported(Emitter(runtime.context, runtime.stream_writer)):
-            return await node(*args, **kwargs)
+        try:
+            with errors_reported(Emitter(runtime.context, runtime.stream_writer)):
+                return await node(*args, **kwargs)
+        except GraphBubbleUp:
+            raise
+        except Exception:
+            await runtime.context.aclose()
+            raise
 
     return reporting
 

@@ -225,3 +225,14 @@ async def test_an_empty_answer_gets_a_correction(tmp_path, workspace):
     result, _ = await run_xml(tmp_path, workspace, "", "Final Answer: here it is")
     assert [e.problems for e in of_type(result, "validation_error")] == [[EMPTY]]
     assert result.final is not None and result.final.answer == "here it is"
+
+
+async def test_a_failed_run_closes_its_services_even_when_nobody_closes_its_context(workspace):
+    spec = get_protocol("xml_contract")
+    context = XmlContractContext(
+        chat_model=scripted(turn(echo("one", 1))), workspace=str(workspace), dataset_dir=""
+    )  # its script ends before the run does
+    with pytest.raises(Exception, match="has no turn 2"):
+        async for _ in spec.compile().astream({"messages": [("user", "go")]}, context=context):
+            pass  # driven as langgraph dev drives it: no driver closes the Context
+    assert context._opened is None  # the sessions (and the demo server's process) are gone

@@ -117,8 +117,8 @@ class RunRequest(ChatRequest):
     settings: dict[str, Any] = Field(
         default_factory=dict,
         description="Run settings the protocol lets clients choose (agent_network: network, "
-        "network_version, agent_key, max_steps, max_tool_errors, system_params); a setting of another "
-        "protocol is refused with 400.",
+        "network_version, agent_key, max_steps, max_tool_errors, system_params; xml_contract: max_steps); "
+        "a setting of another protocol is refused with 400.",
     )
 
 

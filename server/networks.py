@@ -28,6 +28,7 @@ from tools.networks import (
     NetworkNotFound,
     NetworkSnapshot,
     NetworkStore,
+    NetworkSummary,
     NetworkValidationError,
     compile_network,
 )
@@ -167,18 +168,7 @@ def network_routes(caller: Any) -> APIRouter:
 
     @router.get("/api/networks", response_model=list[NetworkInfo], response_model_by_alias=True)
     async def list_networks(request: Request, access: Caller) -> list[NetworkInfo]:
-        summaries = await _networks(request).list(access.projects)
-        return [
-            NetworkInfo(
-                project_id=s.project_id,
-                name=s.name,
-                version=s.version,
-                agents=s.agent_keys,
-                default_agent_key=s.default_agent_key,
-                published_at=s.published_at,
-            )
-            for s in summaries
-        ]
+        return [_info(summary) for summary in await _networks(request).list(access.projects)]
 
     @router.post(
         "/api/networks", status_code=201, response_model=NetworkInfo, response_model_by_alias=True,
@@ -192,7 +182,8 @@ def network_routes(caller: Any) -> APIRouter:
             raise InvalidNetwork(str(exc), exc.problems) from None
         except NetworkError as exc:
             raise InvalidNetwork(str(exc), [str(exc)]) from None
-        return _info(body.project_id, await _networks(request).publish(body.project_id, snapshot))
+        stored = await _networks(request).publish(body.project_id, snapshot)
+        return _info(NetworkSummary.of(body.project_id, stored))
 
     @router.get("/api/networks/{name}", responses=errors(403, 404))
     async def get_network(
@@ -225,10 +216,10 @@ async def _published(request: Request, project_id: str, name: str, version: int 
         raise NotFoundError(str(exc)) from None
 
 
-def _info(project_id: str, snapshot: NetworkSnapshot) -> NetworkInfo:
+def _info(summary: NetworkSummary) -> NetworkInfo:
     return NetworkInfo(
-        project_id=project_id, name=snapshot.name, version=snapshot.version, agents=list(snapshot.agents),
-        default_agent_key=snapshot.default_agent_key, published_at=snapshot.published_at,
+        project_id=summary.project_id, name=summary.name, version=summary.version, agents=summary.agent_keys,
+        default_agent_key=summary.default_agent_key, published_at=summary.published_at,
     )  # fmt: skip
 
 

@@ -37,10 +37,22 @@ class NetworkSummary:
     project_id: str
     name: str
     version: int
-    agents: int
+    agent_keys: list[str]
     default_agent_key: str
     published_at: float
-    agent_keys: list[str]
+
+    @classmethod
+    def of(cls, project_id: str, snapshot: NetworkSnapshot) -> NetworkSummary:
+        """The summary of one published snapshot."""
+        return cls(
+            project_id, snapshot.name, snapshot.version, list(snapshot.agents), snapshot.default_agent_key,
+            snapshot.published_at,
+        )  # fmt: skip
+
+    @property
+    def agents(self) -> int:
+        """How many agents the network has."""
+        return len(self.agent_keys)
 
 
 class NetworkStore(Protocol):
@@ -57,13 +69,6 @@ class NetworkStore(Protocol):
 
     async def close(self) -> None:
         """Release connections."""
-
-
-def _summary(project_id: str, snapshot: NetworkSnapshot) -> NetworkSummary:
-    return NetworkSummary(
-        project_id, snapshot.name, snapshot.version, len(snapshot.agents), snapshot.default_agent_key,
-        snapshot.published_at, list(snapshot.agents),
-    )  # fmt: skip
 
 
 def _missing(project_id: str, name: str, version: int | None, latest: int | None) -> NetworkNotFound:
@@ -165,7 +170,9 @@ class SqlNetworkStore:
                 rows = (await conn.execute(query)).all()
         except (OperationalError, ProgrammingError):
             return []
-        return [_summary(r.project_id, NetworkSnapshot.model_validate_json(r.snapshot)) for r in rows]
+        return [
+            NetworkSummary.of(r.project_id, NetworkSnapshot.model_validate_json(r.snapshot)) for r in rows
+        ]
 
     async def close(self) -> None:
         """Release connections."""
@@ -199,7 +206,7 @@ class MemoryNetworkStore:
     async def list(self, projects: frozenset[str] | None = None) -> list[NetworkSummary]:
         """The latest version of each network of ``projects`` (all when ``None``)."""
         return [
-            _summary(project, versions[-1])
+            NetworkSummary.of(project, versions[-1])
             for (project, _), versions in sorted(self._versions.items())
             if projects is None or project in projects
         ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from typing_extensions import TypedDict
@@ -36,6 +36,6 @@ def fallback_answer(results: Sequence[GatheredResult], limit: int = 600) -> str:
     return "\n".join(lines)
 
 
-def all_tools_failed(results: Sequence[GatheredResult]) -> bool:
+def all_tools_failed(results: Collection[Mapping[str, Any]]) -> bool:
     """True when the turn ran tools and every one of them failed: its answer rests on no tool output."""
     return bool(results) and all(item["status"] != "ok" for item in results)

@@ -11,6 +11,7 @@ from nodes.agent_network.context import AgentNetworkContext
 from nodes.agent_network.network import spans_of
 from nodes.agent_network.schemas import Instruction
 from nodes.agent_network.state import AgentNetworkState, progress
+from nodes.answers import all_tools_failed
 from nodes.emit import Emitter, reports_errors
 from nodes.events import BudgetExhaustedEvent, ErrorEvent, Final, Route
 
@@ -56,8 +57,7 @@ async def respond(state: AgentNetworkState, runtime: Runtime[AgentNetworkContext
     emitter.trace(
         "execution_log", execution_log=state["execution_log"], tool_execution_log=state["tool_execution_log"]
     )
-    payloads = state["tool_execution_log"].values()
-    failed = bool(payloads) and all(p["status"] == "error" for p in payloads)
+    failed = all_tools_failed(state["tool_execution_log"].values())
     emitter.emit(Final, answer=answer, all_tools_failed=failed, **progress(state))
     spans_of(runtime.context, state).close()
     return {

@@ -27,8 +27,10 @@ async def use_tool(state: AgentNetworkState, runtime: Runtime[AgentNetworkContex
     tool, step, epoch = details["tool"], state["steps"], state["control_epoch"]
     registry = context.registry()
     equipped = agent.tools[tool]
-    # a tool this run does not offer (Context.tools left it out) gets the runner's error result
-    accepted = tool_catalogue(registry.select([tool]))[tool].params if registry.get(tool) else []
+    # the run's registry converts its schemas once; a tool it does not offer (Context.tools left it
+    # out) has no parameters here and gets the runner's error result
+    offered = tool_catalogue(registry).get(tool)
+    accepted = offered.params if offered else []
     system = {**equipped.system_params, **context.system_params}
     params = {
         **{k: v for k, v in system.items() if k in accepted and k not in equipped.agent_params},

@@ -36,14 +36,7 @@ async def propose_action(state: XmlContractState, runtime: Runtime[XmlContractCo
     update: dict[str, Any] = {"phase": "action_phase", "phase_index": state["phase_index"] + 1}
     meta = progress({**state, **update})
     emitter.emit(PhaseStart, **meta)
-    listing = {
-        service: {
-            name: {"description": spec.description, "input_schema": spec.input_schema}
-            for name, spec in tools.items()
-        }
-        for service, tools in listed.items()
-    }
-    contract = XML_CONTRACT_PROMPT.format(catalogue=catalogue(listing, schemas.unavailable))
+    contract = XML_CONTRACT_PROMPT.format(catalogue=catalogue(listed, schemas.unavailable))
     prompt: list[BaseMessage] = [SystemMessage(contract), *state["messages"]]
     started = time.perf_counter()
     model = context.resolve_model(state["model_calls"]).bind(stop=STOP_SEQUENCES)

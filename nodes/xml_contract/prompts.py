@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
+
+from tools.mcp import ToolSpec
 
 #: What the model is told; ``{catalogue}`` is the services and their tools.
 XML_CONTRACT_PROMPT = """You solve the user's task by calling tools on services, writing your intent in XML.
@@ -35,13 +38,13 @@ ANSWER_NOW = (
 )
 
 
-def catalogue(services: dict[str, dict[str, Any]], unavailable: dict[str, str]) -> str:
+def catalogue(services: Mapping[str, Mapping[str, ToolSpec]], unavailable: Mapping[str, str]) -> str:
     """Each service and its tools (name, description, parameters), from the services' own listings."""
     lines: list[str] = []
     for service, tools in sorted(services.items()):
         lines.append(f"<{service}>")
         for name, spec in sorted(tools.items()):
-            lines.append(f"  {name}({_parameters(spec['input_schema'])}): {spec['description']}")
+            lines.append(f"  {name}({_parameters(spec.input_schema)}): {spec.description}")
         lines.append(f"</{service}>")
     lines += [f"<{service}> is unavailable: {why}" for service, why in sorted(unavailable.items())]
     return "\n".join(lines) or "(no services)"

@@ -20,6 +20,7 @@ from nodes.xml_contract.prompts import ANSWER_NOW, XML_CONTRACT_PROMPT, catalogu
 from tests.conftest import PROVIDER_KEY
 from tests.fake_openai import Reply, ToolCall, fake_openai, last_message
 from tests.helpers import kinds, of_type
+from tools.mcp import ToolSpec
 from tools.mcp.demo_server import build_server
 
 TASK = "Summarise the roadmap and say who is on the team."
@@ -48,9 +49,7 @@ async def run_xml(tmp_path: Path, workspace: Path, **fields: Any) -> RunResult:
 async def expected_system_prompt(workspace: Path) -> str:
     """The contract with the catalogue built from the demo server's own MCP listing (in process)."""
     listed = await build_server(workspace).list_tools()
-    tools = {
-        t.name: {"description": t.description or "", "input_schema": dict(t.inputSchema)} for t in listed
-    }
+    tools = {t.name: ToolSpec(t.name, t.description or "", dict(t.inputSchema)) for t in listed}
     assert set(tools) == DEMO_TOOLS
     return XML_CONTRACT_PROMPT.format(catalogue=catalogue({"demo": tools}, {}))
 

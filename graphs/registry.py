@@ -26,10 +26,17 @@ class ProtocolSpec:
     module: str
     #: Nodes after which a run may pause (its natural pause points).
     pause_after: tuple[str, ...] = ()
+    #: The protocol answers a blank message itself (with a clarifying question) instead of refusing it.
+    answers_blank: bool = False
 
     def load(self) -> ModuleType:
         """Import the protocol's module (lazily: importing the registry stays cheap)."""
         return importlib.import_module(self.module)
+
+    def check_message(self, message: str) -> None:
+        """Refuse a blank message, unless the protocol answers one itself."""
+        if not message.strip() and not self.answers_blank:
+            raise ConfigurationError("the message is empty: say what the agent should do")
 
     @property
     def context_schema(self) -> type[RunContext]:
@@ -128,6 +135,16 @@ PROTOCOLS: dict[str, ProtocolSpec] = {
             "every iteration is logged as training data.",
             module="graphs.xml_contract",
             pause_after=("execute_blocks",),
+        ),
+        ProtocolSpec(
+            id="planner",
+            seed="002",
+            summary="One streaming planner session calls any tool, plus agent_create_plan, which runs a plan "
+            "at once, holds it for the user's review or has a reviewer check it first; every model call and "
+            "error is a usage or error row.",
+            module="graphs.planner",
+            pause_after=("run_tools", "execute_plan"),
+            answers_blank=True,
         ),
     )
 }

@@ -14,12 +14,12 @@ from typing import Any, TypeVar, cast
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Checkpointer, Durability
+from langgraph.types import Checkpointer, Command, Durability
 
 from graphs.registry import ProtocolSpec, get_protocol
 from nodes.context import RunContext
 from nodes.emit import EVENT_KEY, TRACE_KEY
-from nodes.errors import ConfigurationError, PhasegraphError, describe
+from nodes.errors import PhasegraphError, describe
 from nodes.events import ErrorEvent, Event, EventBase, Final, parse_event
 from nodes.redact import redactor
 from nodes.trace import DEFAULT_TRACES, TraceEntry, TraceStore
@@ -101,8 +101,9 @@ async def stream_graph(
     stamper = _Stamper(context, spec.id, seq_start)
     reported = False  # the graph already emitted the error event of the failure it raises
     try:
-        async for chunk in graph.astream(
-            graph_input, config, context=context, stream_mode="custom", durability=durability
+        # subgraphs: a protocol's subgraph (planner's plan executor) emits through its own writer
+        async for _, chunk in graph.astream(
+            graph_input, config, context=context, stream_mode="custom", durability=durability, subgraphs=True
         ):
             custom = cast(dict[str, Any], chunk)
             if TRACE_KEY in custom:
@@ -134,17 +135,29 @@ async def stream_run(
     Either pass a ready ``context`` or the Context fields (``model=``, ``workspace=``, ...).
     """
     spec = get_protocol(protocol)
-    if not message.strip():
-        raise ConfigurationError("the message is empty: say what the agent should do")
+    spec.check_message(message)
     run_context = context or spec.make_context(**context_fields)
     config: RunnableConfig = {"configurable": {"thread_id": thread_id or run_context.request_id}}
     graph = spec.compile(checkpointer)
-    inputs = {"messages": [HumanMessage(message)]}
+    inputs = await turn_input(graph, config, message)
     try:
         async for event in stream_graph(spec, graph, inputs, run_context, config, traces=traces):
             yield event
     finally:
         await run_context.aclose()
+
+
+async def turn_input(
+    graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig, message: str
+) -> dict[str, Any] | Command[Any]:
+    """The graph input of a user's turn on a thread.
+
+    A thread waiting in an ``interrupt`` (a question the last turn asked) takes the message as the
+    answer; any other thread gets it as a new message.
+    """
+    if graph.checkpointer is not None and (await graph.aget_state(config)).interrupts:
+        return Command(resume=message)
+    return {"messages": [HumanMessage(message)]}
 
 
 async def run(protocol: str, message: str, **kwargs: Any) -> RunResult:

@@ -51,6 +51,9 @@ class EventBase(BaseModel):
     #: agent_network: the agent in control and its control epoch (from 1; a handoff starts the next).
     agent: str | None = None
     epoch: int | None = None
+    #: planner: the request's context type, and the plan a step or its tool calls belong to.
+    context_type: str | None = None
+    plan_id: str | None = None
 
     def to_json(self) -> str:
         """Serialise with the wire names (``requestId``, ``phaseIndex``...)."""
@@ -152,6 +155,7 @@ class BudgetExhaustedEvent(EventBase):
         "context_rounds",
         "steps",
         "tool_errors",
+        "session_seconds",
     ]
     limit: int
     used: int
@@ -239,6 +243,82 @@ class ValidationErrorEvent(EventBase):
     problems: list[str]
 
 
+class Session(EventBase):
+    """A planner turn began: who and what it is about, and how it will be run (first event)."""
+
+    type: Literal["session"] = "session"
+    session_id: str
+    user_id: str
+    profile: Literal["speed", "balanced", "quality"]
+    entity_id: str | None = None
+    #: The context type's intent and the behaviours it requires (merged into the system prompt).
+    intent: str
+    required_behaviors: list[str]
+    tools: list[str]
+
+
+class LastTurnContext(EventBase):
+    """What the planner carries over from the thread's previous turn."""
+
+    type: Literal["last_turn_context"] = "last_turn_context"
+    turn: int
+    summary: str
+    #: A drafted plan waiting for the user's verdict, and a tool call waiting for confirmation.
+    pending_plan: dict[str, Any] | None = None
+    pending_confirmation: dict[str, Any] | None = None
+
+
+class AgentState(EventBase):
+    """What the planner is doing now, for a status line ("thinking", "executing", "waiting on you")."""
+
+    type: Literal["agent_state"] = "agent_state"
+    state: Literal["thinking", "executing_tool", "executing_plan", "waiting_on_user"]
+    details: str | None = None
+
+
+class PlanCreated(EventBase):
+    """The plan meta-tool drafted a plan: its steps, execution mode and status."""
+
+    type: Literal["plan_created"] = "plan_created"
+    plan: dict[str, Any]
+
+
+class PlanReadyForReview(EventBase):
+    """A drafted plan waits, stored as pending_review, for the user's natural-language verdict."""
+
+    type: Literal["plan_ready_for_review"] = "plan_ready_for_review"
+    plan: dict[str, Any]
+    reasoning: str | None = None
+
+
+class PlanReview(EventBase):
+    """A reviewer model's verdict on a plan (agent_review): approved plans run, others go back."""
+
+    type: Literal["plan_review"] = "plan_review"
+    verdict: Literal["approved", "rejected", "needs_changes"]
+    notes: str
+
+
+class StepStart(EventBase):
+    """A plan step starts (its tool events follow, with the same ``step``)."""
+
+    type: Literal["step_start"] = "step_start"
+    step_id: str
+    tool: str
+    args: dict[str, Any]
+    rationale: str = ""
+
+
+class StepComplete(EventBase):
+    """A plan step ended: ok, error, or skipped because a step it depends on failed."""
+
+    type: Literal["step_complete"] = "step_complete"
+    step_id: str
+    tool: str
+    status: Literal["ok", "error", "skipped"]
+    summary: str = ""
+
+
 class Final(EventBase):
     """The turn's answer. Every successful run ends with exactly one."""
 
@@ -252,6 +332,8 @@ class Final(EventBase):
     resolution: dict[str, Any] | None = None
     operation_plan: dict[str, Any] | None = None
     exit: Literal["approved", "max_iterations", "step_budget"] | None = None
+    #: planner: the turn's model usage ({calls, inputTokens, outputTokens, costUsd}).
+    usage: dict[str, Any] | None = None
 
 
 class Paused(EventBase):
@@ -307,6 +389,14 @@ Event = Annotated[
     | Route
     | XmlBlock
     | ValidationErrorEvent
+    | Session
+    | LastTurnContext
+    | AgentState
+    | PlanCreated
+    | PlanReadyForReview
+    | PlanReview
+    | StepStart
+    | StepComplete
     | Final
     | Paused
     | Resumed

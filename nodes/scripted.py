@@ -14,6 +14,7 @@ from typing import Any, Literal
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LangSmithParams, LanguageModelInput
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages.ai import UsageMetadata
 from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
@@ -25,6 +26,8 @@ from nodes.errors import ScriptError
 
 #: Size of the pieces a tool call's argument JSON is split into, so consumers see partial JSON.
 ARGS_PIECE_CHARS = 6
+#: Characters the scripted model counts as one token (a deterministic stand-in for a tokenizer).
+CHARS_PER_TOKEN = 4
 
 
 class ScriptToolCall(BaseModel):
@@ -203,6 +206,7 @@ class ScriptedChatModel(BaseChatModel):
                 {"name": c.name, "args": c.args, "id": _call_id(index, i), "type": "tool_call"}
                 for i, c in enumerate(turn.tool_calls)
             ],
+            usage_metadata=scripted_usage(messages, turn),
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -239,7 +243,7 @@ class ScriptedChatModel(BaseChatModel):
     ) -> tuple[StreamStats, Iterator[AIMessageChunk]]:
         index, turn = self._next_turn(messages)
         turn, stopped_by = _stopped(turn, stop)
-        plan = _TurnPlan(index, turn, self.script.tool_call_delivery)
+        plan = _TurnPlan(index, turn, self.script.tool_call_delivery, scripted_usage(messages, turn))
         stats = StreamStats(
             call_index=index,
             chunks_total=plan.total,
@@ -262,6 +266,26 @@ def _stopped(turn: ScriptTurn, stop: list[str] | None) -> tuple[ScriptTurn, str 
     return ScriptTurn(content=turn.content[:at]), sequence
 
 
+def scripted_usage(messages: Sequence[BaseMessage], turn: ScriptTurn) -> UsageMetadata:
+    """The usage a provider would report, counted deterministically: a token per 4 characters.
+
+    Input counts every message's text and the arguments of the tool calls it carries; output counts
+    the turn's text and its calls' argument JSON. Offline runs thereby have real token counts.
+    """
+    sent = sum(
+        len(m.text) + sum(len(json.dumps(c["args"])) for c in getattr(m, "tool_calls", [])) for m in messages
+    )
+    answered = len(turn.content) + sum(len(c.name) + len(json.dumps(c.args)) for c in turn.tool_calls)
+    input_tokens, output_tokens = _tokens(sent), _tokens(answered)
+    return UsageMetadata(
+        input_tokens=input_tokens, output_tokens=output_tokens, total_tokens=input_tokens + output_tokens
+    )
+
+
+def _tokens(chars: int) -> int:
+    return max(1, -(-chars // CHARS_PER_TOKEN))
+
+
 def _call_id(turn_index: int, call_index: int) -> str:
     return f"call_{turn_index + 1}_{call_index + 1}"
 
@@ -273,8 +297,9 @@ class _TurnPlan:
     only what is actually read; the counts are worked out without building them.
     """
 
-    def __init__(self, turn_index: int, turn: ScriptTurn, delivery: str) -> None:
+    def __init__(self, turn_index: int, turn: ScriptTurn, delivery: str, usage: UsageMetadata) -> None:
         self.turn_index, self.turn, self.batched = turn_index, turn, delivery == "batched"
+        self.usage = usage
         self.words = re.findall(r"\S+\s*|\s+", turn.content)
         self.raw_args = [json.dumps(c.args) for c in turn.tool_calls]
         self.first_complete: int | None = None
@@ -307,4 +332,4 @@ class _TurnPlan:
                 for start in range(0, len(raw), ARGS_PIECE_CHARS):
                     piece = tool_call_chunk(name=None, args=raw[start : start + ARGS_PIECE_CHARS], index=i)
                     yield AIMessageChunk(content="", tool_call_chunks=[piece])
-        yield AIMessageChunk(content="", chunk_position="last")
+        yield AIMessageChunk(content="", chunk_position="last", usage_metadata=self.usage)

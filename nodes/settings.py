@@ -78,6 +78,11 @@ class RunSettings(BaseSettings):
         "silent unless the host application set one), console, or otlp (configured by the standard "
         "OTEL_EXPORTER_OTLP_* variables).",
     )
+    price_table: str = Field(
+        default="",
+        description="A JSON file of model prices (USD per million input/output tokens, keyed by model spec, "
+        "wildcards allowed) for the planner's usage rows. Empty: the bundled table.",
+    )
     otel_capture_prompts: bool = Field(
         default=False,
         description="Put prompt text on spans; off, spans carry only each prompt's size.",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
@@ -59,6 +60,16 @@ class StructuredAnswer(Generic[M]):
     output_tokens: int | None = None  # its output tokens, when the provider reported usage
 
 
+@dataclass(frozen=True)
+class ModelCall:
+    """One model call an ask made, accepted or not (for usage accounting)."""
+
+    index: int  # 0, then 1 for the corrective retry
+    input_tokens: int | None  # from the provider's usage metadata, when it reported any
+    output_tokens: int | None
+    latency_ms: float
+
+
 @dataclass
 class _Attempt:
     raw: AIMessage | None
@@ -75,6 +86,7 @@ async def ask_structured(
     check: Callable[[M], str | None] | None = None,
     max_chars: int = 100_000,
     on_reject: Callable[[str, str], object] | None = None,
+    on_call: Callable[[ModelCall], object] | None = None,
 ) -> StructuredAnswer[M]:
     """Ask for a ``schema`` answer; retry once with the reason when the first cannot be used.
 
@@ -89,6 +101,7 @@ async def ask_structured(
         check: The protocol's own rules on a valid answer; returns why it is unusable, or None.
         max_chars: Largest answer (argument or text characters) accepted.
         on_reject: Told why each unusable answer was refused, and its text (for the trace).
+        on_call: Told of every model call that answered, with its usage and latency.
 
     Raises:
         InvalidModelOutput: The corrected answer could not be used either.
@@ -97,8 +110,18 @@ async def ask_structured(
     prompt, rejected = list(messages), list[str]()
     use: Literal["tool_calling", "json_mode"] = "json_mode" if method == "json_mode" else "tool_calling"
     for call in range(2):
-        model = models(call)
+        model, started = models(call), time.perf_counter()
         attempt, use = await _attempt(model, prompt, schema, use, auto=method == "auto")
+        if on_call is not None:
+            usage = attempt.raw.usage_metadata if attempt.raw is not None else None
+            on_call(
+                ModelCall(
+                    index=call,
+                    input_tokens=usage.get("input_tokens") if usage else None,
+                    output_tokens=usage.get("output_tokens") if usage else None,
+                    latency_ms=round((time.perf_counter() - started) * 1000, 3),
+                )
+            )
         problem = _cut_off(attempt.raw) or attempt.problem or _size_problem(attempt.raw, max_chars)
         if problem is None and check is not None:
             problem = check(attempt.value)

@@ -1,6 +1,5 @@
 """FastAPI app: streaming routes for every protocol, request control, traces and checkpoints."""
 
-import contextlib
 import json
 import re
 from collections.abc import AsyncIterator
@@ -8,7 +7,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import anyio
 from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi import Path as PathParam
 from fastapi.encoders import jsonable_encoder
@@ -39,6 +37,7 @@ from server.auth import Access, access_for, parse_tokens
 from server.checkpoints import DEFAULT_PAGE, MAX_PAGE, checkpoint_values, timeline
 from server.networks import InvalidNetwork, network_routes
 from server.persistence import open_checkpointer
+from server.planner import planner_routes
 from server.responses import (
     NOT_BLANK,
     STARTS,
@@ -52,9 +51,10 @@ from server.responses import (
     whole,
 )
 from server.runs import RunManager
-from server.sse import to_sse
+from server.sse import follow_sse
 from server.store import RequestRecord, RequestStore, only_one
 from tools.networks import open_network_store
+from tools.planning import open_planning
 
 STATIC = Path(__file__).parent / "static"
 FALLBACK_ROUTE = "/api/chat/messages"
@@ -155,12 +155,15 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
             manager = RunManager(settings, store, saver)
             app.state.manager = manager
             app.state.networks = open_network_store(settings.checkpointer)
+            app.state.planning = open_planning(settings.checkpointer)
+            await app.state.planning.ensure_schema()
             await manager.open()
             try:
                 yield
             finally:
                 await manager.close()
                 await app.state.networks.close()
+                await app.state.planning.close()
                 await store.close()
 
     # FastAPI refuses a larger body with 413 while it streams in, before anything parses it.
@@ -210,6 +213,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     _add_request_routes(app, caller)
     _add_checkpoint_routes(app, caller)
     app.include_router(network_routes(caller))
+    app.include_router(planner_routes(caller))
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -273,24 +277,6 @@ async def _visible(manager: RunManager, request_id: str, access: Access) -> Requ
     return only_one(await manager.store.find(request_id, access.projects), f"request {request_id!r}", NAME_IT)
 
 
-async def _stream(
-    manager: RunManager, record: RequestRecord, after: int, on_disconnect: str
-) -> AsyncIterator[ServerSentEvent]:
-    """Follow a request as SSE; a dropped connection pauses the run unless told to continue."""
-    finished = False
-    try:
-        async for event in manager.follow(record, after):
-            yield to_sse(event)
-        finished = True
-    finally:
-        if not finished and on_disconnect == "stop":
-            with anyio.CancelScope(shield=True):  # the connection's scope is cancelled by now
-                current = await manager.store.get(record.request_key)
-                if current is not None and current.status == "running":
-                    with contextlib.suppress(ConflictError):
-                        await manager.pause(current, reason="disconnected")
-
-
 def _add_stream_routes(app: FastAPI, settings: ServerSettings, caller: Caller) -> None:
     # Runs start in dependencies, so bad input gets a proper status before the stream begins.
     async def start_run(protocol: str, body: ChatRequest, request: Request, access: Access) -> RequestRecord:
@@ -343,14 +329,14 @@ def _add_stream_routes(app: FastAPI, settings: ServerSettings, caller: Caller) -
     async def run_stream(
         body: RunRequest, request: Request, record: Annotated[RequestRecord, Depends(by_path)]
     ) -> AsyncIterator[ServerSentEvent]:
-        async for item in _stream(_manager(request), record, 0, body.on_disconnect):
+        async for item in follow_sse(_manager(request), record, 0, body.on_disconnect):
             yield item
 
     @app.post(FALLBACK_ROUTE, response_class=EventSourceResponse, responses=errors(*STARTS))
     async def chat_messages(
         body: ChatRequest, request: Request, record: Annotated[RequestRecord, Depends(starter("unified"))]
     ) -> AsyncIterator[ServerSentEvent]:
-        async for item in _stream(_manager(request), record, 0, body.on_disconnect):
+        async for item in follow_sse(_manager(request), record, 0, body.on_disconnect):
             yield item
 
     @app.post("/api/chat/messages_two_stage", response_class=EventSourceResponse, responses=errors(*STARTS))
@@ -359,7 +345,7 @@ def _add_stream_routes(app: FastAPI, settings: ServerSettings, caller: Caller) -
         request: Request,
         record: Annotated[RequestRecord, Depends(starter("triggered_phase", two_stage=True))],
     ) -> AsyncIterator[ServerSentEvent]:
-        async for item in _stream(_manager(request), record, 0, body.on_disconnect):
+        async for item in follow_sse(_manager(request), record, 0, body.on_disconnect):
             yield item
 
     @app.post(
@@ -370,7 +356,7 @@ def _add_stream_routes(app: FastAPI, settings: ServerSettings, caller: Caller) -
     async def resume(
         request: Request, record: Annotated[RequestRecord, Depends(resumed)]
     ) -> AsyncIterator[ServerSentEvent]:
-        async for item in _stream(_manager(request), record, record.last_seq, "stop"):
+        async for item in follow_sse(_manager(request), record, record.last_seq, "stop"):
             yield item
 
 
@@ -421,7 +407,7 @@ def _add_request_routes(app: FastAPI, caller: Caller) -> None:
         request: Request, followed: Annotated[tuple[RequestRecord, int], Depends(followed)]
     ) -> AsyncIterator[ServerSentEvent]:
         record, after = followed
-        async for item in _stream(_manager(request), record, after, "continue"):
+        async for item in follow_sse(_manager(request), record, after, "continue"):
             yield item
 
     async def resumed(
@@ -441,7 +427,7 @@ def _add_request_routes(app: FastAPI, caller: Caller) -> None:
     async def resume(
         request: Request, record: Annotated[RequestRecord, Depends(resumed)]
     ) -> AsyncIterator[ServerSentEvent]:
-        async for item in _stream(_manager(request), record, record.last_seq, "stop"):
+        async for item in follow_sse(_manager(request), record, record.last_seq, "stop"):
             yield item
 
     @app.post(
@@ -515,7 +501,7 @@ def _add_checkpoint_routes(app: FastAPI, caller: Caller) -> None:
     async def fork(
         request: Request, record: Annotated[RequestRecord, Depends(forked)], body: ForkRequest | None = None
     ) -> AsyncIterator[ServerSentEvent]:
-        async for item in _stream(_manager(request), record, 0, (body or ForkRequest()).on_disconnect):
+        async for item in follow_sse(_manager(request), record, 0, (body or ForkRequest()).on_disconnect):
             yield item
 
 

@@ -22,6 +22,7 @@ from server.checkpoints import DEFAULT_PAGE, MAX_PAGE
 from server.dataset_cli import dataset_app
 from server.networks_cli import network_app
 from server.render import EventRenderer
+from server.usage_cli import usage_command
 
 app = typer.Typer(help="Orchestration protocols for tool-using LLM agents.", no_args_is_help=True)
 
@@ -44,6 +45,11 @@ def run_command(
             "e.g. -s network=research -s max_steps=6. Repeatable.",
         ),
     ] = None,
+    context_type: Annotated[
+        str | None,
+        typer.Option(help="planner: project_create, project, task, project_audit or general."),
+    ] = None,
+    entity_id: Annotated[str | None, typer.Option(help="planner: the project in scope.")] = None,
 ) -> None:
     """Run one user turn and stream its events; exit 0 on a final answer, 1 after an error."""
     out, notes = Console(), Console(stderr=True, soft_wrap=True)
@@ -52,6 +58,10 @@ def run_command(
         extra = _settings(setting or [])
     except ConfigurationError as exc:
         _refuse(exc, json_lines)
+    if context_type is not None:
+        extra["context_type"] = context_type
+    if entity_id is not None:
+        extra["entity_id"] = entity_id
     if model is None:
         model = DEMO_MODEL
         workspace = workspace or str(DEMO_WORKSPACE)
@@ -130,6 +140,7 @@ def inspect_command(
         _refuse(exc, json_lines=False)
 
 
+app.command("usage")(usage_command)
 app.add_typer(network_app, name="network")
 app.add_typer(dataset_app, name="dataset")
 

@@ -23,7 +23,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
 from graphs.registry import ProtocolSpec, get_protocol
-from graphs.run import stream_graph
+from graphs.run import stream_graph, turn_input
 from nodes.context import RunContext
 from nodes.errors import ConfigurationError, ConflictError, NotFoundError
 from nodes.events import Cancelled, ErrorEvent, Event, EventBase, Final, Paused, Resumed
@@ -139,8 +139,7 @@ class RunManager:
         """
         spec = get_protocol(protocol)
         client = spec.client_settings(settings or {})
-        if not message.strip():
-            raise ConfigurationError("the message is empty: say what the agent should do")
+        spec.check_message(message)
         chosen = self._allowed_model(model)
         request_id = request_id or uuid4().hex
         thread_id = thread_id or request_id
@@ -154,7 +153,9 @@ class RunManager:
         record = self._new_record(request_id, project_id, spec.id, thread_id, thread_key, fields)
         self.context_for(record)  # a bad model spec fails here, before anything is stored
         await self.store.create(record)
-        graph_input = {"messages": [HumanMessage(message)]}
+        graph_input: Any = {"messages": [HumanMessage(message)]}
+        if first is not None:  # a thread's later turn may answer the question its last turn asked
+            graph_input = await turn_input(self.graph(spec), thread_config(record.thread_key), message)
         # Subscribed before the run starts, so its stream needs no first read of the store.
         self._fresh[record.request_key] = self.hub.subscribe(record.request_key)
         self._launch(record, graph_input, thread_config(record.thread_key))

@@ -24,3 +24,5 @@ class ToolContext:
     project_id: str
     request_id: str = ""
     resources: OptionalRepository = None  # the repository the resource tools read and change, if any
+    planning: Any = None  # the project domain's store (tools.planning.PlanningStore), if any
+    entity_id: str = ""  # the entity the conversation is about (a project id), if any

@@ -52,6 +52,7 @@ def test_fallback_and_generic_routes(servers):
             "goal_pursuit",
             "agent_network",
             "xml_contract",
+            "planner",
         }
         assert client.get("/healthz").json() == {"status": "ok"}
 

@@ -1,0 +1,79 @@
+"""Structured model calls of the plan meta-tool, each accounted for as a usage row."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+from pydantic import BaseModel
+
+from nodes.errors import InvalidModelOutput, ProviderError
+from nodes.planner.context import PlannerContext
+from nodes.planner.guidance import ProfileName
+from nodes.planner.ledger import record_call
+from nodes.planner.state import TurnUsage
+from nodes.structured import ModelCall, ask_structured
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass
+class Asked(Generic[M]):
+    """The answer (or why there is none) and the counters after the calls it took."""
+
+    value: M | None
+    problem: str | None
+    model_calls: int
+    usage: TurnUsage
+    retries: int
+
+
+async def ask_accounted(
+    context: PlannerContext,
+    model_calls: int,
+    usage: TurnUsage,
+    prompt: Sequence[BaseMessage],
+    schema: type[M],
+    *,
+    profile: ProfileName,
+    operation: str,
+    execution_mode: str,
+    check: Callable[[M], str | None] | None = None,
+) -> Asked[M]:
+    """Ask for a ``schema`` answer (one corrective retry) and store a usage row per model call.
+
+    An unusable answer or a provider failure is returned as ``problem``, for the planner to read.
+    """
+    calls: list[ModelCall] = []
+    names: list[str] = []
+
+    def model_for(index: int) -> BaseChatModel:
+        model, name = context.profile_model(profile, model_calls + index)
+        names.append(name)
+        return model
+
+    value, problem, retries = None, None, 0
+    try:
+        answer = await ask_structured(
+            model_for, prompt, schema, method=context.structured_output, check=check, on_call=calls.append
+        )
+        value, retries = answer.value, len(answer.rejected)
+    except (InvalidModelOutput, ProviderError) as exc:
+        problem, retries = str(exc), max(0, len(calls) - 1)
+    for call in calls:
+        usage = await record_call(
+            context,
+            usage,
+            call_index=model_calls + call.index,
+            operation=operation,
+            profile=profile,
+            model=names[call.index],
+            input_tokens=call.input_tokens,
+            output_tokens=call.output_tokens,
+            latency_ms=call.latency_ms,
+            execution_mode=execution_mode,
+        )
+    return Asked(value, problem, model_calls + len(names), usage, retries)

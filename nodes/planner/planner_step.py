@@ -1,0 +1,123 @@
+"""The planner's model call: one streaming step of the session, with every tool and the meta-tools bound."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, SystemMessage
+from langchain_core.messages.utils import message_chunk_to_message
+from langgraph.runtime import Runtime
+
+from nodes.emit import Emitter, reports_errors
+from nodes.events import AgentState, TextChunk
+from nodes.models import stream_model
+from nodes.planner.clock import TurnClock
+from nodes.planner.context import PlannerContext
+from nodes.planner.guidance import guidance_text
+from nodes.planner.ledger import record_call
+from nodes.planner.prompts import (
+    NO_TOOLS_REMINDER,
+    PENDING_CONFIRMATION_NOTE,
+    PENDING_PLAN_NOTE,
+    SYSTEM_PROMPT,
+    virtual_tool_schemas,
+)
+from nodes.planner.state import PendingCall, PlannerState, meta
+from nodes.prompts import ARGS_TOO_LARGE
+
+OPERATION = "planner_stream"
+
+
+@reports_errors
+async def call_planner(state: PlannerState, runtime: Runtime[PlannerContext]) -> dict[str, Any]:
+    """Stream one planner step: its text goes out as it arrives, its tool calls wait for ``run_tools``.
+
+    The watchdog cuts a step that outlives the turn's time; the cut call is still a usage row.
+    """
+    context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
+    clock, fields = TurnClock(state["elapsed"], context.session_seconds), meta(state, context.context_type)
+    emitter.emit(AgentState, state="thinking", **fields)
+    tools = [*context.registry().schemas(), *virtual_tool_schemas()] if len(context.registry()) else []
+    profile = context.session_profile
+    model, name = context.profile_model(profile, state["model_calls"])
+    bound = model.bind_tools(tools) if tools else model
+    reply: AIMessageChunk | None = None
+    started, timed_out = time.perf_counter(), False
+    try:
+        async with asyncio.timeout(clock.remaining):
+            async for chunk in stream_model(bound, _prompt(context, state, bool(tools))):
+                if chunk.text:
+                    emitter.emit(TextChunk, text=chunk.text, **fields)
+                reply = chunk if reply is None else reply + chunk
+    except TimeoutError:
+        timed_out = True
+    usage_meta = reply.usage_metadata if reply is not None and not timed_out else None
+    usage = await record_call(
+        context,
+        state["usage"],
+        call_index=state["model_calls"],
+        operation=OPERATION,
+        profile=profile,
+        model=name,
+        input_tokens=usage_meta["input_tokens"] if usage_meta else None,
+        output_tokens=usage_meta["output_tokens"] if usage_meta else None,
+        latency_ms=round((time.perf_counter() - started) * 1000, 3),
+    )
+    update: dict[str, Any] = {
+        "model_calls": state["model_calls"] + 1,
+        "usage": usage,
+        "elapsed": clock.elapsed,
+    }
+    if timed_out:
+        return update | {"pending": [], "stop": "watchdog"}
+    message = _message(reply)
+    return update | {"messages": [message], "pending": _calls(message, context.max_tool_args_chars)}
+
+
+async def route_after_planner(state: PlannerState) -> Literal["tools", "answer", "watchdog"]:
+    """Tool calls go to ``run_tools``; plain text ends the turn; the watchdog ends it with what was done."""
+    if state["stop"] == "watchdog":
+        return "watchdog"
+    return "tools" if state["pending"] else "answer"
+
+
+def _prompt(context: PlannerContext, state: PlannerState, has_tools: bool) -> list[BaseMessage]:
+    notes = [guidance_text(context.context_type, context.entity_id)]
+    if not has_tools:
+        notes.append(NO_TOOLS_REMINDER)
+    if (plan := state["pending_plan"]) is not None:
+        notes.append(PENDING_PLAN_NOTE.format(plan_id=plan["plan_id"], objective=plan["objective"]))
+    if (confirming := state["pending_confirmation"]) is not None:
+        call = f"{confirming['name']}({json.dumps(confirming['args'])})"
+        notes.append(PENDING_CONFIRMATION_NOTE.format(call=call))
+    system = SystemMessage(SYSTEM_PROMPT.format(guidance="\n\n".join(notes)))
+    return [system, *state["messages"]]
+
+
+def _message(reply: AIMessageChunk | None) -> AIMessage:
+    """The streamed reply as one message (an empty one when the model sent nothing)."""
+    if reply is None:
+        return AIMessage("")
+    message = message_chunk_to_message(reply)
+    return message if isinstance(message, AIMessage) else AIMessage(message.text)
+
+
+def _calls(message: AIMessage, max_chars: int) -> list[PendingCall]:
+    """Every call of the reply; a broken or oversized one carries the error the model will read."""
+    calls: list[PendingCall] = []
+    for call in message.tool_calls:
+        size = len(json.dumps(call["args"]))
+        pending = PendingCall(id=call["id"] or f"call_{len(calls) + 1}", name=call["name"], args=call["args"])
+        if size > max_chars:
+            pending["args"], pending["error"] = {}, ARGS_TOO_LARGE.format(name=call["name"], limit=max_chars)
+        calls.append(pending)
+    for broken in message.invalid_tool_calls:
+        name, raw = broken.get("name") or "", (broken.get("args") or "")[:200]
+        error = f"the arguments of {name or 'a call'} were not valid JSON: {raw!r}"
+        calls.append(
+            PendingCall(id=broken.get("id") or f"call_{len(calls) + 1}", name=name, args={}, error=error)
+        )
+    return calls

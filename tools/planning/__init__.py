@@ -1,0 +1,34 @@
+"""The project domain the planner plans over, with its plans and its usage and error ledgers."""
+
+from tools.planning.domain import BUILTIN_TEMPLATES, ProjectDomain, slug
+from tools.planning.errors import PlanningError, PlanNotFound
+from tools.planning.ledger import ErrorReport, LedgerFilter, UsageLedger, UsageReport
+from tools.planning.plans import PlanStore
+from tools.planning.records import ContextDocument, ErrorRow, PlanRecord, Project, Task, Template, UsageRow
+from tools.planning.store import PlanningStore, open_planning
+from tools.planning.tools import is_destructive, planning_registry, planning_tools
+
+__all__ = [
+    "BUILTIN_TEMPLATES",
+    "ContextDocument",
+    "ErrorReport",
+    "ErrorRow",
+    "LedgerFilter",
+    "PlanNotFound",
+    "PlanRecord",
+    "PlanStore",
+    "PlanningError",
+    "PlanningStore",
+    "Project",
+    "ProjectDomain",
+    "Task",
+    "Template",
+    "UsageLedger",
+    "UsageReport",
+    "UsageRow",
+    "is_destructive",
+    "open_planning",
+    "planning_registry",
+    "planning_tools",
+    "slug",
+]

@@ -1,0 +1,181 @@
+"""The usage and error ledgers: rows written by every planner session, read back with totals per group."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from pydantic import BaseModel
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tools.planning.errors import PlanningError
+from tools.planning.records import ErrorRow, UsageRow
+from tools.planning.tables import errors, usage
+
+#: ``by`` values and the column each groups on.
+USAGE_GROUPS = {
+    "operation": "operation_type",
+    "context": "context_type",
+    "model": "model",
+    "profile": "profile",
+    "execution_mode": "execution_mode",
+    "session": "session_id",
+    "request": "request_id",
+}
+ERROR_GROUPS = {
+    "component": "component",
+    "stage": "stage",
+    "tool": "tool_name",
+    "context": "context_type",
+    "kind": "kind",
+}
+
+
+class LedgerFilter(BaseModel):
+    """Which rows: each field given narrows them (``scopes`` None means every scope)."""
+
+    scopes: frozenset[str] | None = None
+    session_id: str | None = None
+    request_id: str | None = None
+    context_type: str | None = None
+    operation_type: str | None = None
+    model: str | None = None
+    profile: str | None = None
+    component: str | None = None
+    stage: str | None = None
+    tool_name: str | None = None
+    since: float | None = None
+    until: float | None = None
+
+
+class UsageReport(BaseModel):
+    """Rows (newest first, limited), totals over every matching row, and sums per group."""
+
+    rows: list[UsageRow]
+    totals: dict[str, Any]
+    groups: list[dict[str, Any]]
+
+
+class ErrorReport(BaseModel):
+    """Rows (newest first, limited), their total count, and counts per group."""
+
+    rows: list[ErrorRow]
+    total: int
+    groups: list[dict[str, Any]]
+
+
+class UsageLedger:
+    """Writes and reads the usage and error rows."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    async def record_usage(self, row: UsageRow) -> None:
+        """Store a model call; a row already stored under its key (a re-run) is kept as it was."""
+        await self._insert(usage, row.model_dump())
+
+    async def record_error(self, row: ErrorRow) -> None:
+        """Store a caught error; a row already stored under its key is kept as it was."""
+        await self._insert(errors, row.model_dump())
+
+    async def usage(self, filters: LedgerFilter, by: str | None = None, limit: int = 200) -> UsageReport:
+        """Usage rows, their totals and, with ``by``, sums per operation, context, model, ..."""
+        where = _where(usage, filters)
+        sums = [
+            sa.func.count().label("calls"),
+            sa.func.coalesce(sa.func.sum(usage.c.input_tokens), 0).label("input_tokens"),
+            sa.func.coalesce(sa.func.sum(usage.c.output_tokens), 0).label("output_tokens"),
+            sa.func.coalesce(sa.func.sum(usage.c.cost_usd), 0.0).label("cost_usd"),
+        ]
+        async with self.engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    sa.select(usage).where(*where).order_by(usage.c.created_at.desc()).limit(limit)
+                )
+            ).all()
+            total = (
+                await conn.execute(
+                    sa.select(
+                        *sums, sa.func.coalesce(sa.func.sum(usage.c.latency_ms), 0.0).label("latency_ms")
+                    ).where(*where)
+                )
+            ).one()
+            groups = []
+            if by is not None:
+                column = usage.c[_column(USAGE_GROUPS, by)]
+                query = sa.select(column.label("key"), *sums).where(*where).group_by(column).order_by(column)
+                groups = [_rounded(dict(g._mapping)) for g in (await conn.execute(query)).all()]
+        return UsageReport(
+            rows=[UsageRow.model_validate(r._mapping) for r in rows],
+            totals=_rounded(dict(total._mapping)),
+            groups=groups,
+        )
+
+    async def errors(self, filters: LedgerFilter, by: str | None = None, limit: int = 200) -> ErrorReport:
+        """Error rows, their count and, with ``by``, counts per component, stage, tool, ..."""
+        where = _where(errors, filters)
+        async with self.engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    sa.select(errors).where(*where).order_by(errors.c.created_at.desc()).limit(limit)
+                )
+            ).all()
+            total = (
+                await conn.execute(sa.select(sa.func.count()).select_from(errors).where(*where))
+            ).scalar() or 0
+            groups = []
+            if by is not None:
+                column = errors.c[_column(ERROR_GROUPS, by)]
+                query = (
+                    sa.select(column.label("key"), sa.func.count().label("count"))
+                    .where(*where)
+                    .group_by(column)
+                    .order_by(column)
+                )
+                groups = [dict(g._mapping) for g in (await conn.execute(query)).all()]
+        return ErrorReport(
+            rows=[ErrorRow.model_validate(r._mapping) for r in rows], total=total, groups=groups
+        )
+
+    async def _insert(self, table: sa.Table, values: dict[str, Any]) -> None:
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(table.insert().values(**values))
+        except IntegrityError:  # the same key again: a re-run after a crash wrote this row already
+            return
+
+
+def _where(table: sa.Table, filters: LedgerFilter) -> list[Any]:
+    where: list[Any] = []
+    if filters.scopes is not None:
+        where.append(table.c.scope.in_(sorted(filters.scopes)))
+    for name in (
+        "session_id",
+        "request_id",
+        "context_type",
+        "operation_type",
+        "model",
+        "profile",
+        "component",
+        "stage",
+        "tool_name",
+    ):
+        value = getattr(filters, name)
+        if value is not None and name in table.c:
+            where.append(table.c[name] == value)
+    if filters.since is not None:
+        where.append(table.c.created_at >= filters.since)
+    if filters.until is not None:
+        where.append(table.c.created_at < filters.until)
+    return where
+
+
+def _column(groups: dict[str, str], by: str) -> str:
+    if by not in groups:
+        raise PlanningError(f"cannot group by {by!r}; use {', '.join(groups)}")
+    return groups[by]
+
+
+def _rounded(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: round(float(v), 8) if k in ("cost_usd", "latency_ms") else v for k, v in values.items()}

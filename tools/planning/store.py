@@ -1,0 +1,62 @@
+"""One database's project domain, plans and ledgers, opened from a checkpointer spec."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import tempfile
+from functools import lru_cache
+
+from sqlalchemy.exc import OperationalError, ProgrammingError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tools.database import open_engine
+from tools.planning.domain import ProjectDomain
+from tools.planning.ledger import UsageLedger
+from tools.planning.plans import PlanStore
+from tools.planning.tables import planning_metadata
+
+
+class PlanningStore:
+    """The domain, the plans and the usage/error ledgers of one database (one engine)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.domain = ProjectDomain(engine)
+        self.plans = PlanStore(engine)
+        self.ledger = UsageLedger(engine)
+
+    async def ensure_schema(self) -> None:
+        """Create the tables a database lacks (the server's migrations made them where it ran)."""
+        try:
+            async with self.engine.begin() as conn:
+                await conn.run_sync(planning_metadata.create_all, checkfirst=True)
+        except (OperationalError, ProgrammingError) as exc:  # another process created them meanwhile
+            if "already exists" not in str(exc):
+                raise
+
+    async def close(self) -> None:
+        """Release connections."""
+        await self.engine.dispose()
+
+
+def open_planning(database: str) -> PlanningStore:
+    """The store of a database spec; ``memory`` is one temporary file per process, gone when it ends.
+
+    Each call opens its own engine (an engine belongs to the event loop it first ran in), so
+    ``memory`` is a file every engine of the process can open, rather than an in-memory database.
+    """
+    return PlanningStore(open_engine(f"sqlite:{_memory_file()}" if database == "memory" else database))
+
+
+@lru_cache(maxsize=1)
+def _memory_file() -> str:
+    handle, path = tempfile.mkstemp(prefix="phasegraph-planning-", suffix=".db")
+    os.close(handle)
+    atexit.register(_remove, path)
+    return path
+
+
+def _remove(path: str) -> None:
+    if os.path.exists(path):
+        os.remove(path)

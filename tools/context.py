@@ -7,13 +7,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
+    from tools.planning.store import PlanningStore
     from tools.resources.repository import ResourceRepository
 
     OptionalRepository: TypeAlias = ResourceRepository | None
+    OptionalPlanning: TypeAlias = PlanningStore | None
 else:
     # Pydantic resolves this dataclass's annotations when a tool's argument schema is built; importing
-    # the repository here would be circular, so at run time the field is untyped.
+    # the repository or the planning store here would be circular, so at run time the fields are untyped.
     OptionalRepository: TypeAlias = Any
+    OptionalPlanning: TypeAlias = Any
 
 
 @dataclass(frozen=True)
@@ -24,5 +27,5 @@ class ToolContext:
     project_id: str
     request_id: str = ""
     resources: OptionalRepository = None  # the repository the resource tools read and change, if any
-    planning: Any = None  # the project domain's store (tools.planning.PlanningStore), if any
+    planning: OptionalPlanning = None  # the project domain's store (tools.planning.PlanningStore), if any
     entity_id: str = ""  # the entity the conversation is about (a project id), if any

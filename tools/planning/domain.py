@@ -1,4 +1,9 @@
-"""The project domain: templates, projects, tasks and context documents, per scope."""
+"""The project domain: templates, projects, tasks and context documents, per scope.
+
+Every method takes the scope (the phasegraph project of the request) first and every query filters
+on it, so one scope never sees or changes another's rows. Ids are slugs of names
+(``spring-launch``); tasks are ``<project_id>-t<n>``, documents ``<project_id>-doc-<slug of title>``.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import unicodedata
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from tools.planning.errors import PlanningError
@@ -53,19 +59,40 @@ BUILTIN_TEMPLATES = (
         task_seeds=["Book the venue", "Draft the agenda", "Invite speakers", "Send invitations"],
     ),
 )
+PROJECT_STATUSES = ("active", "archived")
 TASK_STATUSES = ("todo", "in_progress", "blocked", "done")
 PRIORITIES = ("low", "normal", "high")
 #: How many known ids an "unknown id" message lists.
 SHOWN_IDS = 5
+#: Longest id a name makes (a project's ``-2``, ``-3``... suffix included).
+MAX_SLUG = 60
+#: How often a write that lost a race for a fresh id or version tries the next one.
+ATTEMPTS = 5
+#: An audit's ``health``, by the first rule that holds (``assess_health``).
+HEALTH_RULES = {
+    "stalled": "open tasks exist and every one of them is blocked: nothing can move",
+    "at_risk": "a task is blocked, no context document is published, or the project has no tasks",
+    "healthy": "none of the above (a project whose tasks are all done is healthy)",
+}
 
 
 def slug(name: str) -> str:
     """A lowercase ASCII id made of the name's words (at most 60 characters)."""
     ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
-    made = re.sub(r"[^a-z0-9]+", "-", ascii_name.lower()).strip("-")[:60].strip("-")
+    made = re.sub(r"[^a-z0-9]+", "-", ascii_name.lower()).strip("-")[:MAX_SLUG].strip("-")
     if not made:
         raise PlanningError(f"{name!r} has no letters or digits to make an id from")
     return made
+
+
+def assess_health(counts: dict[str, int], has_context_document: bool) -> str:
+    """'stalled', 'at_risk' or 'healthy' for a project's task counts per status (see ``HEALTH_RULES``)."""
+    open_tasks = sum(counts.values()) - counts.get("done", 0)
+    if open_tasks and counts.get("blocked", 0) == open_tasks:
+        return "stalled"
+    if counts.get("blocked", 0) or not has_context_document or not sum(counts.values()):
+        return "at_risk"
+    return "healthy"
 
 
 class ProjectDomain:
@@ -110,50 +137,66 @@ class ProjectDomain:
     ) -> Template:
         """A new template of the scope; its id is the slug of its name and must be new."""
         template_id = slug(name)
+        exists = PlanningError(f"template {template_id!r} exists already: use it, or choose another name")
         if any(t.template_id == template_id for t in await self.list_templates(scope)):
-            raise PlanningError(f"template {template_id!r} exists already: use it, or choose another name")
+            raise exists
         made = Template(
             template_id=template_id,
             name=name.strip(),
             description=description.strip(),
-            sections=list(sections),
-            task_seeds=list(task_seeds),
+            sections=_texts(sections, "sections"),
+            task_seeds=_texts(task_seeds, "task seeds"),
         )
-        async with self.engine.begin() as conn:
-            await conn.execute(
-                templates.insert().values(
-                    scope=scope,
-                    template_id=template_id,
-                    name=made.name,
-                    description=made.description,
-                    sections=json.dumps(made.sections),
-                    task_seeds=json.dumps(made.task_seeds),
-                    created_at=time.time(),
+        if not made.sections:
+            raise PlanningError("a template needs at least one section")
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(
+                    templates.insert().values(
+                        scope=scope,
+                        template_id=template_id,
+                        name=made.name,
+                        description=made.description,
+                        sections=json.dumps(made.sections),
+                        task_seeds=json.dumps(made.task_seeds),
+                        created_at=time.time(),
+                    )
                 )
-            )
+        except IntegrityError:  # another call created it since the check
+            raise exists from None
         return made
 
     async def create_project(
         self, scope: str, name: str, template_id: str, description: str = ""
     ) -> tuple[Project, list[Task]]:
-        """A new active project from a template, with one ``todo`` task per task seed of the template."""
+        """A new active project from a template, with one ``todo`` task per task seed of the template.
+
+        Its id is the slug of its name, with ``-2``, ``-3``... appended when the scope has that id.
+        """
         template = await self.get_template(scope, template_id)
+        for _ in range(ATTEMPTS):  # two callers may pick the same free id: the one refused picks again
+            try:
+                return await self._insert_project(scope, name, template, description)
+            except IntegrityError:
+                continue
+        raise PlanningError(f"project {name!r} could not be created: too many at once; try again")
+
+    async def _insert_project(
+        self, scope: str, name: str, template: Template, description: str
+    ) -> tuple[Project, list[Task]]:
         base, now = slug(name), time.time()
+        stem = base[: MAX_SLUG - 6].rstrip("-")  # every id _free_id picks starts with it
         async with self.engine.begin() as conn:
             taken = set(
                 (
                     await conn.execute(
                         sa.select(projects.c.project_id).where(
-                            projects.c.scope == scope, projects.c.project_id.like(f"{base}%")
+                            projects.c.scope == scope, projects.c.project_id.startswith(stem, autoescape=True)
                         )
                     )
                 ).scalars()
             )
-            project_id = (
-                base
-                if base not in taken
-                else next(f"{base}-{n}" for n in range(2, 10_000) if f"{base}-{n}" not in taken)
-            )
+            project_id = _free_id(base, taken)
             project = Project(
                 project_id=project_id,
                 name=name.strip(),
@@ -187,7 +230,7 @@ class ProjectDomain:
     async def list_projects(self, scope: str, status: str = "active") -> list[Project]:
         """The scope's projects with that status (all when empty)."""
         query = sa.select(projects).where(projects.c.scope == scope).order_by(projects.c.created_at)
-        if status:
+        if status and _check(status, PROJECT_STATUSES, "project status"):
             query = query.where(projects.c.status == status)
         async with self.engine.connect() as conn:
             return [Project.model_validate(r._mapping) for r in (await conn.execute(query)).all()]
@@ -208,6 +251,19 @@ class ProjectDomain:
         self, scope: str, project_id: str, title: str, body: str
     ) -> ContextDocument:
         """Publish a document of a project; the same title again is that document's next version."""
+        for _ in range(
+            ATTEMPTS
+        ):  # two publishers may write the same version: the one refused writes the next
+            try:
+                published = await self._publish(scope, project_id, title, body)
+            except IntegrityError:
+                continue
+            if published is not None:
+                return published
+        raise PlanningError(f"document {title!r} could not be published: too many publishers at once")
+
+    async def _publish(self, scope: str, project_id: str, title: str, body: str) -> ContextDocument | None:
+        """The next version of the document, or None when another publisher wrote it first."""
         document_id = f"{project_id}-doc-{slug(title)}"
         async with self.engine.begin() as conn:
             await _project(conn, scope, project_id)
@@ -227,24 +283,29 @@ class ProjectDomain:
                 published_at=time.time(),
             )
             values = {"scope": scope, **document.model_dump()}
-            if version:
-                await conn.execute(
-                    documents.update()
-                    .where(documents.c.scope == scope, documents.c.document_id == document_id)
-                    .values(**values)
-                )
-            else:
+            if not version:
                 await conn.execute(documents.insert().values(**values))
-        return document
+                return document
+            written = await conn.execute(
+                documents.update()
+                .where(
+                    documents.c.scope == scope,
+                    documents.c.document_id == document_id,
+                    documents.c.version == version,
+                )
+                .values(**values)
+            )
+        return document if written.rowcount else None
 
     async def list_documents(self, scope: str, project_id: str) -> list[ContextDocument]:
-        """A project's context documents (their latest versions)."""
+        """A project's context documents (their latest versions), by title."""
         async with self.engine.connect() as conn:
+            await _project(conn, scope, project_id)
             rows = (
                 await conn.execute(
-                    sa.select(documents).where(
-                        documents.c.scope == scope, documents.c.project_id == project_id
-                    )
+                    sa.select(documents)
+                    .where(documents.c.scope == scope, documents.c.project_id == project_id)
+                    .order_by(documents.c.title)
                 )
             ).all()
         return [
@@ -253,34 +314,42 @@ class ProjectDomain:
         ]
 
     async def list_tasks(self, scope: str, project_id: str, status: str = "") -> list[Task]:
-        """A project's tasks, optionally only those of one status."""
-        if status and status not in TASK_STATUSES:
-            raise PlanningError(f"status {status!r} is not a task status; use {', '.join(TASK_STATUSES)}")
+        """A project's tasks in the order they were made, optionally only those of one status."""
+        if status:
+            _check(status, TASK_STATUSES, "status")
         async with self.engine.connect() as conn:
             await _project(conn, scope, project_id)
             query = sa.select(tasks).where(tasks.c.scope == scope, tasks.c.project_id == project_id)
             if status:
                 query = query.where(tasks.c.status == status)
-            rows = (await conn.execute(query.order_by(tasks.c.task_id))).all()
-        return [_task(r) for r in rows]
+            rows = (await conn.execute(query)).all()
+        return sorted((_task(r) for r in rows), key=lambda t: _number(t.task_id, project_id))
 
     async def create_task(self, scope: str, project_id: str, title: str, priority: str = "normal") -> Task:
-        """A new ``todo`` task of a project."""
+        """A new ``todo`` task of a project; its number follows the highest the project has."""
         _check(priority, PRIORITIES, "priority")
+        title = _text(title, "task title")
+        for _ in range(ATTEMPTS):  # two callers may take the same number: the one refused takes the next
+            try:
+                return await self._insert_task(scope, project_id, title, priority)
+            except IntegrityError:
+                continue
+        raise PlanningError(f"task {title!r} could not be created: too many at once; try again")
+
+    async def _insert_task(self, scope: str, project_id: str, title: str, priority: str) -> Task:
         async with self.engine.begin() as conn:
             await _project(conn, scope, project_id)
-            count = (
+            ids = (
                 await conn.execute(
-                    sa.select(sa.func.count())
-                    .select_from(tasks)
-                    .where(tasks.c.scope == scope, tasks.c.project_id == project_id)
+                    sa.select(tasks.c.task_id).where(tasks.c.scope == scope, tasks.c.project_id == project_id)
                 )
-            ).scalar() or 0
+            ).scalars()
+            number = max((_number(i, project_id) for i in ids), default=0) + 1
             task = Task.model_validate(
                 {
-                    "task_id": f"{project_id}-t{count + 1}",
+                    "task_id": f"{project_id}-t{number}",
                     "project_id": project_id,
-                    "title": title.strip(),
+                    "title": title,
                     "status": "todo",
                     "priority": priority,
                     "updated_at": time.time(),
@@ -299,28 +368,36 @@ class ProjectDomain:
         priority: str | None = None,
         blocker: str | None = None,
     ) -> tuple[Task, dict[str, Any]]:
-        """Change a task; a blocker without a status blocks it. Returns the task and what changed."""
+        """Change a task; returns it and ``{field: new value}`` for the fields that really changed.
+
+        A blocker without a status blocks the task; a status other than ``blocked`` clears its blocker.
+        """
         changes: dict[str, Any] = {}
-        if status:
+        if status is not None:
             changes["status"] = _check(status, TASK_STATUSES, "status")
-        if priority:
+        if priority is not None:
             changes["priority"] = _check(priority, PRIORITIES, "priority")
-        if title:
-            changes["title"] = title.strip()
-        if blocker:
-            changes["blocker"] = blocker.strip()
+        if title is not None:
+            changes["title"] = _text(title, "task title")
+        if blocker is not None:
+            changes["blocker"] = _text(blocker, "blocker")
             changes.setdefault("status", "blocked")
+        elif changes.get("status", "blocked") != "blocked":
+            changes["blocker"] = None
         if not changes:
             raise PlanningError("nothing to change: give a status, title, priority or blocker")
         async with self.engine.begin() as conn:
             task = await _task_of(conn, scope, task_id)
             changed = {k: v for k, v in changes.items() if getattr(task, k) != v}
+            if not changed:
+                return task, {}
+            now = time.time()
             await conn.execute(
                 tasks.update()
                 .where(tasks.c.scope == scope, tasks.c.task_id == task_id)
-                .values(**changes, updated_at=time.time())
+                .values(**changed, updated_at=now)
             )
-        return task.model_copy(update=changes), changed
+        return task.model_copy(update={**changed, "updated_at": now}), changed
 
     async def delete_task(self, scope: str, task_id: str) -> Task:
         """Delete a task for good."""
@@ -332,8 +409,8 @@ class ProjectDomain:
     async def audit_project(self, scope: str, project_id: str) -> dict[str, Any]:
         """A project's health: task counts, blockers, whether it has a context document, and findings.
 
-        stalled: no task is done or in progress; at_risk: a task is blocked or there is no context
-        document; healthy otherwise.
+        ``health`` is the first of ``HEALTH_RULES`` that holds: stalled (every open task is blocked),
+        at_risk (a task is blocked, no context document, or no tasks), healthy.
         """
         project = await self.get_project(scope, project_id)
         found = await self.list_tasks(scope, project_id)
@@ -344,25 +421,15 @@ class ProjectDomain:
             if t.status == "blocked"
         ]
         has_document = bool(await self.list_documents(scope, project_id))
-        findings = []
-        if found and counts["done"] + counts["in_progress"] == 0:
-            findings.append(f"None of the {len(found)} tasks has started.")
-        findings += [
-            f"{b['task_id']} ({b['title']}) is blocked: {b['blocker'] or 'no reason given'}." for b in blocked
-        ]
-        if not has_document:
-            findings.append("The project has no context document.")
-        started = counts["done"] + counts["in_progress"] > 0
-        health = (
-            "stalled" if found and not started else "at_risk" if blocked or not has_document else "healthy"
-        )
+        health = assess_health(counts, has_document)
         return {
             "project": project.model_dump(),
             "health": health,
             "counts": counts,
+            "total": len(found),
             "blocked": blocked,
             "has_context_document": has_document,
-            "findings": findings,
+            "findings": _findings(project, counts, blocked, has_document, health),
         }
 
 
@@ -387,7 +454,17 @@ async def _task_of(conn: AsyncConnection, scope: str, task_id: str) -> Task:
         await conn.execute(sa.select(tasks).where(tasks.c.scope == scope, tasks.c.task_id == task_id))
     ).first()
     if row is None:
-        raise PlanningError(f"no task {task_id!r} in this scope; list_tasks shows a project's task ids")
+        known = (
+            await conn.execute(
+                sa.select(tasks.c.task_id)
+                .where(tasks.c.scope == scope)
+                .order_by(tasks.c.updated_at.desc())
+                .limit(SHOWN_IDS)
+            )
+        ).scalars()
+        raise PlanningError(
+            f"no task {task_id!r} in this scope; tasks: {_ids(known)} (list_tasks shows a project's tasks)"
+        )
     return _task(row)
 
 
@@ -414,3 +491,52 @@ def _check(value: str, allowed: tuple[str, ...], what: str) -> str:
 def _ids(ids: Any) -> str:
     shown = list(ids)[:SHOWN_IDS]
     return ", ".join(shown) if shown else "none yet"
+
+
+def _text(value: str, what: str) -> str:
+    text = value.strip()
+    if not text:
+        raise PlanningError(f"the {what} must not be empty")
+    return text
+
+
+def _texts(values: Any, what: str) -> list[str]:
+    return [_text(v, f"{what}' entries") for v in values]
+
+
+def _free_id(base: str, taken: set[str]) -> str:
+    """``base``, or the first of ``base-2``, ``base-3``... not taken (shortened to ``MAX_SLUG``)."""
+    candidate, n = base, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{base[: MAX_SLUG - len(str(n)) - 1].rstrip('-')}-{n}"
+    return candidate
+
+
+def _number(task_id: str, project_id: str) -> int:
+    """A task's number (``3`` of ``spring-launch-t3``)."""
+    digits = task_id.removeprefix(f"{project_id}-t")
+    return int(digits) if digits.isdigit() else 0
+
+
+def _findings(
+    project: Project, counts: dict[str, int], blocked: list[dict[str, Any]], has_document: bool, health: str
+) -> list[str]:
+    total = sum(counts.values())
+    findings = ["The project is archived."] if project.status == "archived" else []
+    if not total:
+        findings.append("The project has no tasks yet.")
+    elif counts["done"] + counts["in_progress"] == 0:
+        findings.append(f"None of the {total} tasks has started.")
+    else:
+        findings.append(f"{counts['done']} of {total} tasks are done, {counts['in_progress']} in progress.")
+    findings += [
+        f"{b['task_id']} ({b['title']}) is blocked: {b['blocker'] or 'no reason given'}." for b in blocked
+    ]
+    if health == "stalled":
+        findings.append("Every open task is blocked, so nothing can move until a blocker is cleared.")
+    if not has_document:
+        findings.append("The project has no context document.")
+    if total and counts["done"] == total and project.status == "active":
+        findings.append("Every task is done: the project can be archived.")
+    return findings

@@ -32,8 +32,26 @@ ERROR_GROUPS = {
 }
 
 
+#: Filters that compare a column with the value given, and the ledgers whose rows have that column.
+EQUAL_FILTERS = {
+    "session_id": ("usage", "errors"),
+    "request_id": ("usage", "errors"),
+    "context_type": ("usage", "errors"),
+    "operation_type": ("usage",),
+    "model": ("usage",),
+    "profile": ("usage",),
+    "component": ("errors",),
+    "stage": ("errors",),
+    "tool_name": ("errors",),
+}
+
+
 class LedgerFilter(BaseModel):
-    """Which rows: each field given narrows them (``scopes`` None means every scope)."""
+    """Which rows: each field given narrows them (``scopes`` None means every scope).
+
+    ``since`` is inclusive, ``until`` exclusive (epoch seconds). A filter on a column the ledger
+    does not have (``model`` for errors, ``component`` for usage) is refused, not ignored.
+    """
 
     scopes: frozenset[str] | None = None
     session_id: str | None = None
@@ -81,7 +99,7 @@ class UsageLedger:
 
     async def usage(self, filters: LedgerFilter, by: str | None = None, limit: int = 200) -> UsageReport:
         """Usage rows, their totals and, with ``by``, sums per operation, context, model, ..."""
-        where = _where(usage, filters)
+        where, group = _where(usage, filters, limit), _column(USAGE_GROUPS, by)
         sums = [
             sa.func.count().label("calls"),
             sa.func.coalesce(sa.func.sum(usage.c.input_tokens), 0).label("input_tokens"),
@@ -91,7 +109,10 @@ class UsageLedger:
         async with self.engine.connect() as conn:
             rows = (
                 await conn.execute(
-                    sa.select(usage).where(*where).order_by(usage.c.created_at.desc()).limit(limit)
+                    sa.select(usage)
+                    .where(*where)
+                    .order_by(usage.c.created_at.desc(), usage.c.request_id, usage.c.call_index.desc())
+                    .limit(limit)
                 )
             ).all()
             total = (
@@ -102,8 +123,8 @@ class UsageLedger:
                 )
             ).one()
             groups = []
-            if by is not None:
-                column = usage.c[_column(USAGE_GROUPS, by)]
+            if group is not None:
+                column = usage.c[group]
                 query = sa.select(column.label("key"), *sums).where(*where).group_by(column).order_by(column)
                 groups = [_rounded(dict(g._mapping)) for g in (await conn.execute(query)).all()]
         return UsageReport(
@@ -114,19 +135,22 @@ class UsageLedger:
 
     async def errors(self, filters: LedgerFilter, by: str | None = None, limit: int = 200) -> ErrorReport:
         """Error rows, their count and, with ``by``, counts per component, stage, tool, ..."""
-        where = _where(errors, filters)
+        where, group = _where(errors, filters, limit), _column(ERROR_GROUPS, by)
         async with self.engine.connect() as conn:
             rows = (
                 await conn.execute(
-                    sa.select(errors).where(*where).order_by(errors.c.created_at.desc()).limit(limit)
+                    sa.select(errors)
+                    .where(*where)
+                    .order_by(errors.c.created_at.desc(), errors.c.request_id, errors.c.error_index.desc())
+                    .limit(limit)
                 )
             ).all()
             total = (
                 await conn.execute(sa.select(sa.func.count()).select_from(errors).where(*where))
             ).scalar() or 0
             groups = []
-            if by is not None:
-                column = errors.c[_column(ERROR_GROUPS, by)]
+            if group is not None:
+                column = errors.c[group]
                 query = (
                     sa.select(column.label("key"), sa.func.count().label("count"))
                     .where(*where)
@@ -146,24 +170,17 @@ class UsageLedger:
             return
 
 
-def _where(table: sa.Table, filters: LedgerFilter) -> list[Any]:
-    where: list[Any] = []
+def _where(table: sa.Table, filters: LedgerFilter, limit: int) -> list[Any]:
+    if limit < 0:
+        raise PlanningError(f"limit must be 0 or more, not {limit}")
+    ledger = table.name.removeprefix("phasegraph_")
+    given = {name: getattr(filters, name) for name in EQUAL_FILTERS if getattr(filters, name) is not None}
+    foreign = [name for name in given if ledger not in EQUAL_FILTERS[name]]
+    if foreign:
+        raise PlanningError(f"the {ledger} ledger cannot be filtered by {', '.join(foreign)}")
+    where: list[Any] = [table.c[name] == value for name, value in given.items()]
     if filters.scopes is not None:
         where.append(table.c.scope.in_(sorted(filters.scopes)))
-    for name in (
-        "session_id",
-        "request_id",
-        "context_type",
-        "operation_type",
-        "model",
-        "profile",
-        "component",
-        "stage",
-        "tool_name",
-    ):
-        value = getattr(filters, name)
-        if value is not None and name in table.c:
-            where.append(table.c[name] == value)
     if filters.since is not None:
         where.append(table.c.created_at >= filters.since)
     if filters.until is not None:
@@ -171,7 +188,9 @@ def _where(table: sa.Table, filters: LedgerFilter) -> list[Any]:
     return where
 
 
-def _column(groups: dict[str, str], by: str) -> str:
+def _column(groups: dict[str, str], by: str | None) -> str | None:
+    if by is None:
+        return None
     if by not in groups:
         raise PlanningError(f"cannot group by {by!r}; use {', '.join(groups)}")
     return groups[by]

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, get_args
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tools.planning.errors import PlanNotFound
-from tools.planning.records import PlanRecord
+from tools.planning.errors import PlanningError, PlanNotFound
+from tools.planning.records import PlanRecord, PlanStatus
 from tools.planning.tables import plans
+
+#: Every status a plan may have.
+PLAN_STATUSES: tuple[str, ...] = get_args(PlanStatus)
 
 
 class PlanStore:
@@ -28,10 +32,7 @@ class PlanStore:
             "review": json.dumps(record.review) if record.review is not None else None,
         }
         async with self.engine.begin() as conn:
-            await conn.execute(
-                plans.delete().where(plans.c.scope == record.scope, plans.c.plan_id == record.plan_id)
-            )
-            await conn.execute(plans.insert().values(**values))
+            await conn.execute(_upsert(conn.dialect.name, values))
 
     async def get(self, scope: str, plan_id: str) -> PlanRecord:
         """A plan of the scope, or PlanNotFound."""
@@ -53,6 +54,8 @@ class PlanStore:
         summary: str | None = None,
     ) -> None:
         """Change a plan's status (and its review or summary, when given)."""
+        if status not in PLAN_STATUSES:
+            raise PlanningError(f"plan status {status!r} is not allowed; use {', '.join(PLAN_STATUSES)}")
         values: dict[str, Any] = {"status": status, "updated_at": time.time()}
         if review is not None:
             values["review"] = json.dumps(review)
@@ -76,6 +79,15 @@ class PlanStore:
             query = query.where(plans.c.status == status)
         async with self.engine.connect() as conn:
             return [_record(r) for r in (await conn.execute(query)).all()]
+
+
+def _upsert(dialect: str, values: dict[str, Any]) -> sa.Insert:
+    """Insert a plan, or replace every column of the stored one with the same (scope, plan_id)."""
+    if dialect not in ("sqlite", "postgresql"):
+        raise PlanningError(f"plans cannot be stored in a {dialect} database; use sqlite or Postgres")
+    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(plans).values(**values)
+    replaced = {name: insert.excluded[name] for name in values if name not in ("scope", "plan_id")}
+    return insert.on_conflict_do_update(index_elements=[plans.c.scope, plans.c.plan_id], set_=replaced)
 
 
 def _record(row: Any) -> PlanRecord:

@@ -7,7 +7,8 @@ import os
 import tempfile
 from functools import lru_cache
 
-from sqlalchemy.exc import OperationalError, ProgrammingError
+import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tools.database import open_engine
@@ -15,6 +16,9 @@ from tools.planning.domain import ProjectDomain
 from tools.planning.ledger import UsageLedger
 from tools.planning.plans import PlanStore
 from tools.planning.tables import planning_metadata
+
+#: How often ``ensure_schema`` looks again after another process created a table under it.
+SCHEMA_ATTEMPTS = 3
 
 
 class PlanningStore:
@@ -27,17 +31,38 @@ class PlanningStore:
         self.ledger = UsageLedger(engine)
 
     async def ensure_schema(self) -> None:
-        """Create the tables a database lacks (the server's migrations made them where it ran)."""
-        try:
-            async with self.engine.begin() as conn:
-                await conn.run_sync(planning_metadata.create_all, checkfirst=True)
-        except (OperationalError, ProgrammingError) as exc:  # another process created them meanwhile
-            if "already exists" not in str(exc):
-                raise
+        """Create the tables a database lacks (the server's migrations made them where it ran).
+
+        Cheap when they exist (one look at the table names). Two processes may create them at
+        once: the one that loses a race looks again, and finds them.
+        """
+        for attempt in range(SCHEMA_ATTEMPTS):
+            try:
+                async with self.engine.begin() as conn:
+                    await conn.run_sync(_create_missing)
+                return
+            except DBAPIError as exc:
+                if attempt == SCHEMA_ATTEMPTS - 1 or not _created_meanwhile(exc):
+                    raise
 
     async def close(self) -> None:
         """Release connections."""
         await self.engine.dispose()
+
+
+def _create_missing(connection: sa.Connection) -> None:
+    if set(planning_metadata.tables) - set(sa.inspect(connection).get_table_names()):
+        planning_metadata.create_all(connection, checkfirst=True)
+
+
+def _created_meanwhile(exc: DBAPIError) -> bool:
+    """Whether creating a table failed because another process had just created it.
+
+    SQLite and Postgres say "already exists"; Postgres may instead trip over the row type the
+    other transaction is adding to its catalogue (``pg_type_typname_nsp_index``).
+    """
+    text = str(exc.orig)
+    return "already exists" in text or "pg_type_typname_nsp_index" in text
 
 
 def open_planning(database: str) -> PlanningStore:

@@ -20,11 +20,9 @@ Context = Annotated[ToolContext, InjectedToolArg]
 
 
 def _domain(context: ToolContext) -> ProjectDomain:
-    store = context.planning
-    if store is None:
+    if context.planning is None:
         raise ToolError("this run has no project domain")
-    domain: ProjectDomain = store.domain
-    return domain
+    return context.planning.domain
 
 
 def _project_id(project_id: str, context: ToolContext) -> str:
@@ -63,7 +61,11 @@ async def create_project(name: str, template_id: str, context: Context, descript
         context.project_id, name, template_id, description
     )
     return _json(
-        {"project": {"id": project.project_id, **project.model_dump()}, "tasks_created": len(seeded)}
+        {
+            "project": {"id": project.project_id, **project.model_dump()},
+            "tasks_created": len(seeded),
+            "tasks": [{"task_id": t.task_id, "title": t.title} for t in seeded],
+        }
     )
 
 
@@ -102,7 +104,7 @@ async def create_task(title: str, context: Context, project_id: str = "", priori
 async def update_task(
     task_id: str, context: Context, status: str = "", title: str = "", priority: str = "", blocker: str = ""
 ) -> str:
-    """Change a task's status, title, priority or blocker (a blocker alone marks it blocked)."""
+    """Change a task's status, title, priority or blocker: a blocker blocks it, another status clears that."""
     task, changed = await _domain(context).update_task(
         context.project_id,
         task_id,

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.panel import Panel
 
 from nodes.events import (
+    AgentState,
     AgentStep,
     BudgetExhaustedEvent,
     ContextUpdate,
@@ -17,9 +18,16 @@ from nodes.events import (
     Event,
     Final,
     IgnoredToolCall,
+    LastTurnContext,
     PhaseEnd,
     PhaseStart,
+    PlanCreated,
+    PlanReadyForReview,
+    PlanReview,
     Route,
+    Session,
+    StepComplete,
+    StepStart,
     TextChunk,
     ToolCall,
     ToolResultEvent,
@@ -92,6 +100,18 @@ class EventRenderer:
                 where = f"block {event.group}" if event.group else "the answer"
                 listed = "".join(f"\n    - {p}" for p in event.problems)
                 return f"  [red]✗ {where} was not run:[/]{listed}"
+            case Session() | LastTurnContext() | AgentState():
+                return _session_line(event)
+            case PlanCreated() | PlanReadyForReview():
+                return _plan_lines(event)
+            case PlanReview():
+                color = "green" if event.verdict == "approved" else "yellow"
+                return f"  [{color}]⚖ review: {event.verdict}[/] {event.notes}"
+            case StepStart():
+                return f"  [bold magenta]▸ step {event.step_id}: {event.tool}[/] [dim]{event.rationale}[/]"
+            case StepComplete():
+                mark = {"ok": "[green]✓", "error": "[red]✗", "skipped": "[yellow]↷"}[event.status]
+                return f"  {mark} step {event.step_id} {event.status}[/]"
             case ToolCall():
                 step = f"{event.step_index}. " if event.step_index is not None else ""
                 return f"  [magenta]→ {step}{event.name}[/]({_args(event.args)})"
@@ -116,6 +136,12 @@ class EventRenderer:
                 if event.agent:
                     title += f" from {event.agent}"
                 self.console.print(Panel(event.answer, title=title, border_style=border))
+                if event.usage:
+                    usage = event.usage
+                    return (
+                        f"[dim]{usage['calls']} model call(s), {usage['inputTokens']} in / "
+                        f"{usage['outputTokens']} out tokens, ${usage['costUsd']:.6f}[/]"
+                    )
                 return None
             case ErrorEvent():
                 steps = (
@@ -123,6 +149,25 @@ class EventRenderer:
                 )
                 return f"[bold red]error ({event.kind}): {event.message}[/]{steps}"
         return None
+
+
+def _session_line(event: Session | LastTurnContext | AgentState) -> str | None:
+    match event:
+        case Session():
+            return f"[bold blue]● {event.context_type} session ({event.profile}):[/] {event.intent}"
+        case LastTurnContext():
+            return f"[dim]↺ carried over: {event.summary}[/]"
+        case AgentState() if event.state == "waiting_on_user":
+            return f"[bold yellow]… waiting on you: {event.details or ''}[/]"
+    return None  # thinking / executing: the following events show it
+
+
+def _plan_lines(event: PlanCreated | PlanReadyForReview) -> str:
+    plan = event.plan
+    if isinstance(event, PlanReadyForReview):
+        return f"[bold yellow]✎ plan {plan['plan_id']} waits for your review: reply to run or change it[/]"
+    steps = "".join(f"\n    {s['id']}. {s['tool']}({_args(s['args'])})" for s in plan["steps"])
+    return f"[bold cyan]✎ plan {plan['plan_id']} ({plan['execution_mode']}): {plan['objective']}[/]{steps}"
 
 
 def _progress(event: Event) -> str:

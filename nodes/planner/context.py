@@ -142,7 +142,8 @@ class PlannerContext(RunContext):
             return store
         async with self._opening:
             if self._store is None:
-                opened = open_planning(self.database)
+                # opening makes the database's folder: blocking work, kept off the event loop
+                opened = await asyncio.to_thread(open_planning, self.database)
                 await opened.ensure_schema()
                 self._store = opened
         return self._store

@@ -100,10 +100,15 @@ async def clarify(state: PlannerState, runtime: Runtime[PlannerContext]) -> dict
 
 @reports_errors
 async def finish_turn(state: PlannerState, runtime: Runtime[PlannerContext]) -> dict[str, Any]:
-    """The planner answered without calling tools: its text is the turn's answer."""
+    """The planner answered without calling tools: its text is the turn's answer.
+
+    An empty answer is replaced by one built from the turn's tool results (marked ``fallback``).
+    """
     context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
     last = state["messages"][-1]
     answer = last.text.strip() if isinstance(last, AIMessage) else ""
+    fallback = not answer
+    answer = answer or fallback_answer(state["results"])
     fields = meta(state, context.context_type)
     if state["pending_plan"] is not None:
         emitter.emit(
@@ -112,11 +117,13 @@ async def finish_turn(state: PlannerState, runtime: Runtime[PlannerContext]) -> 
     emitter.emit(
         Final,
         answer=answer,
+        fallback=fallback,
         all_tools_failed=all_tools_failed(state["results"]),
         usage=public_usage(state["usage"]),
         **fields,
     )
-    return {"answer": answer, "pending_confirmation": None}
+    update: dict[str, Any] = {"answer": answer, "pending_confirmation": None}
+    return update | ({"messages": [AIMessage(answer)]} if fallback else {})
 
 
 @reports_errors

@@ -70,3 +70,18 @@ def test_xml_contract_loop_and_budget_are_visible_edges():
         "execute_blocks -. &nbsp;refused_twice&nbsp; .-> answer_after_refusals",  # one correction only
     ):
         assert edge in drawing
+
+
+def test_planner_guardrails_and_plan_modes_are_visible_edges():
+    drawing = (SNAPSHOTS / "planner.mmd").read_text(encoding="utf-8")
+    for edge in (
+        "run_tools -. &nbsp;tool_cap&nbsp; .-> stop_at_tool_cap",  # the 8-call cap
+        "call_planner -. &nbsp;watchdog&nbsp; .-> stop_at_watchdog",  # the session watchdog
+        "run_tools -. &nbsp;watchdog&nbsp; .-> stop_at_watchdog",
+        "draft_plan -. &nbsp;auto_execute&nbsp; .-> execute_plan",
+        "draft_plan -. &nbsp;agent_review&nbsp; .-> review_plan",
+        "review_plan -. &nbsp;sent_back&nbsp; .-> call_planner",
+        "run_tools -. &nbsp;confirm&nbsp; .-> ask_confirmation",
+        "start_turn -. &nbsp;blank&nbsp; .-> clarify",
+    ):
+        assert edge in drawing

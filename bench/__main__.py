@@ -15,15 +15,14 @@ from bench.containment import containment_rows, stream_cut_row
 from bench.goal_pursuit import goal_pursuit_rows
 from bench.harness import Row, not_landed
 from bench.overhead import durability_rows, overhead_rows
+from bench.planner import planner_rows
 from bench.report import markdown, workloads, write_json
 from bench.server_load import server_rows
 from bench.xml_contract import xml_contract_rows
 
 RESULTS = Path(__file__).parent / "results"
-#: Protocols whose issues add their own rows here once they land (row 6).
-LATER_PROTOCOLS = {
-    "planner": "seed 002",
-}
+#: Protocols whose issues add their own rows here once they land (row 6); every seed so far has landed.
+LATER_PROTOCOLS: dict[str, str] = {}
 
 
 async def measure(quick: bool, workdir: Path) -> list[Row]:
@@ -36,6 +35,7 @@ async def measure(quick: bool, workdir: Path) -> list[Row]:
     rows += await goal_pursuit_rows(workdir, quick)
     rows += await agent_network_rows(workdir, quick)
     rows += await xml_contract_rows(workdir, quick)
+    rows += await planner_rows(workdir, quick)
     rows += await server_rows(quick, workdir)
     rows += [not_landed("6", protocol, seed) for protocol, seed in LATER_PROTOCOLS.items()]
     return sorted(rows, key=lambda r: r.key)

@@ -13,6 +13,8 @@ LIMIT_SECONDS = 600
 
 
 def test_quick_bench_measures_every_row_and_writes_its_results(tmp_path: Path):
+    from bench.planner import MEASURED
+
     done = subprocess.run(
         [sys.executable, "-m", "bench", "--quick", "--out", str(tmp_path)],
         cwd=ROOT,
@@ -35,6 +37,10 @@ def test_quick_bench_measures_every_row_and_writes_its_results(tmp_path: Path):
     landed = [r for r in rows if r["title"].startswith("goal_pursuit")]  # row 6: measured, not reserved
     assert len(landed) == 3 and all(r["sides"] for r in landed), [r["title"] for r in landed]
     assert any(r["note"].endswith((": met", ", met", ", missed")) for r in landed)
+    assert not [r["title"] for r in rows if r["note"] == "not landed yet"]  # every protocol has its rows
+    (planner,) = [r for r in rows if r["title"].startswith("planner")]
+    # model calls, counted from the usage rows: a plan (3 calls) against one call per step plus the answer (4)
+    assert planner["ratios"] == {planner["anchor"]: 1.0, MEASURED: 0.75}, planner
     assert results["machine"]["versions"]["langgraph"]
     assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| row | side | headline | x anchor |" in done.stdout

@@ -118,11 +118,14 @@ def client(studio: str) -> Iterator[SyncLangGraphClient]:
 def stream_events(
     client: SyncLangGraphClient, thread_id: str, graph_id: str, graph_input: Any, **options: Any
 ) -> tuple[list[Event], list[dict[str, Any]]]:
-    """Run one segment with ``stream_mode="custom"``: our events, and the API's ``error`` parts."""
+    """Run one segment with ``stream_mode="custom"``: our events, and the API's ``error`` parts.
+
+    With ``stream_subgraphs=True`` a subgraph's events come as ``custom|<node>:<task id>``; they are ours too.
+    """
     events: list[Event] = []
     errors: list[dict[str, Any]] = []
     for part in client.runs.stream(thread_id, graph_id, input=graph_input, stream_mode="custom", **options):
-        if part.event == "custom" and EVENT_KEY in part.data:
+        if part.event.split("|", 1)[0] == "custom" and EVENT_KEY in part.data:
             events.append(parse_event(part.data[EVENT_KEY]))
             assert len(events) < MAX_EVENTS, "the run does not end"
         elif part.event == "error":

@@ -20,6 +20,8 @@ from tests.studio.conftest import CONFIG, stream_events
 
 GRAPHS = sorted(CONFIG["graphs"])
 ASK = {"messages": [{"role": "user", "content": "Summarise the roadmap"}]}
+#: The message the planner's demo script answers.
+PLANNER_MESSAGE = "Set up a project for our spring launch"
 PYTHON_ONLY = {"chat_model", "tool_registry", "database"}
 
 
@@ -52,6 +54,12 @@ def _unknown_item(tmp_path: Path) -> dict[str, str]:
     return {"model": script}
 
 
+def _failing_project(tmp_path: Path) -> dict[str, str]:
+    """A planner that creates a project from a template that does not exist, then answers anyway."""
+    create = ("create_project", {"name": "Nowhere", "template_id": "no-such-template"})
+    return {"model": write_script(tmp_path, turn("", create), turn("The project could not be created."))}
+
+
 @dataclass(frozen=True)
 class Demo:
     """What a graph's offline demo does in Studio, and how to make it fail."""
@@ -72,6 +80,8 @@ class Demo:
     last_turn: dict[str, Any] = field(default_factory=lambda: turn("", ("list_files", {"path": "docs"})))
     #: A context with which every tool the demo calls fails.
     failing_tools: Callable[[Path], dict[str, str]] = _empty_workspace
+    #: Some events come from a subgraph: a client sees them only with ``stream_subgraphs=True``.
+    subgraphs: bool = False
 
 
 DEMOS = {
@@ -117,6 +127,31 @@ DEMOS = {
         last_turn=turn("<demo><calculate>1 + 1</calculate></demo>"),
         failing_tools=_failing_call,
     ),
+    "planner": Demo(
+        ask={"messages": [{"role": "user", "content": PLANNER_MESSAGE}]},
+        python_only=frozenset({*PYTHON_ONLY, "planning_store"}),
+        own_fields=frozenset(
+            {
+                "context_type",
+                "entity_id",
+                "user_id",
+                "session_id",
+                "profile",
+                "profiles",
+                "max_tool_calls",
+                "session_seconds",
+                "max_plan_steps",
+                "structured_output",
+            }
+        ),
+        outputs=frozenset({"answer", "usage", "plan"}),
+        # list_templates by the planner, then the plan's three steps, run by the executor subgraph
+        tools=("list_templates", "list_templates", "create_project", "publish_context_document"),
+        stops=(("call_planner",),),  # after the planner's own list_templates
+        last_turn=turn("", ("list_templates", {"query": "launch"})),
+        failing_tools=_failing_project,
+        subgraphs=True,
+    ),
 }
 
 
@@ -157,7 +192,9 @@ def test_schemas_give_studio_an_input_form_and_a_context_form(client: SyncLangGr
 def test_an_empty_context_runs_the_demo_to_one_final_event(client: SyncLangGraphClient, graph_id: str):
     demo = DEMOS[graph_id]
     thread = client.threads.create()
-    events, errors = stream_events(client, thread["thread_id"], graph_id, demo.ask, context={})
+    events, errors = stream_events(
+        client, thread["thread_id"], graph_id, demo.ask, context={}, stream_subgraphs=demo.subgraphs
+    )
     assert errors == []
     assert _types(events).count("final") == 1 and events[-1].type == "final"
     assert "error" not in _types(events)
@@ -171,7 +208,14 @@ def test_an_empty_context_runs_the_demo_to_one_final_event(client: SyncLangGraph
 @pytest.mark.parametrize("graph_id", GRAPHS)
 def test_pause_at_the_pause_point_and_resume_runs_no_tool_twice(client: SyncLangGraphClient, graph_id: str):
     demo = DEMOS[graph_id]
-    straight, _ = stream_events(client, client.threads.create()["thread_id"], graph_id, demo.ask, context={})
+    straight, _ = stream_events(
+        client,
+        client.threads.create()["thread_id"],
+        graph_id,
+        demo.ask,
+        context={},
+        stream_subgraphs=demo.subgraphs,
+    )
     thread_id = client.threads.create()["thread_id"]
     pause_after = list(PROTOCOLS[graph_id].pause_after)
     first: list[Event] = []
@@ -180,7 +224,13 @@ def test_pause_at_the_pause_point_and_resume_runs_no_tool_twice(client: SyncLang
         assert len(stops) < 10, "no tool ran"
         graph_input = None if stops else demo.ask
         segment, errors = stream_events(
-            client, thread_id, graph_id, graph_input, context={}, interrupt_after=pause_after
+            client,
+            thread_id,
+            graph_id,
+            graph_input,
+            context={},
+            interrupt_after=pause_after,
+            stream_subgraphs=demo.subgraphs,
         )
         assert errors == [] and "final" not in _types(segment)
         paused = client.threads.get_state(thread_id)
@@ -189,7 +239,9 @@ def test_pause_at_the_pause_point_and_resume_runs_no_tool_twice(client: SyncLang
         stops.append(tuple(paused["next"]))
     assert demo.stops is None or tuple(stops) == demo.stops
     assert len(_ran(first)) >= 1
-    rest, errors = stream_events(client, thread_id, graph_id, None, context={})
+    rest, errors = stream_events(
+        client, thread_id, graph_id, None, context={}, stream_subgraphs=demo.subgraphs
+    )
     assert errors == [] and _types(rest).count("final") == 1 and rest[-1].type == "final"
     both = _ran(first) + _ran(rest)
     assert len({call_id for call_id, _ in both}) == len(both)  # no call ran in both segments
@@ -242,7 +294,14 @@ def test_a_failing_turn_ends_with_one_error_event_naming_the_cause(
     demo = DEMOS[graph_id]
     script = write_script(tmp_path, demo.last_turn)  # no turn 2
     thread = client.threads.create()
-    events, errors = stream_events(client, thread["thread_id"], graph_id, demo.ask, context={"model": script})
+    events, errors = stream_events(
+        client,
+        thread["thread_id"],
+        graph_id,
+        demo.ask,
+        context={"model": script},
+        stream_subgraphs=demo.subgraphs,
+    )
     assert _types(events)[-1] == "error" and _types(events).count("error") == 1
     assert "final" not in _types(events)
     assert events[-1].kind == "script" and "has no turn 2" in events[-1].message
@@ -256,8 +315,34 @@ def test_every_tool_failing_is_not_reported_as_success(
     demo = DEMOS[graph_id]
     context = demo.failing_tools(tmp_path)
     events, errors = stream_events(
-        client, client.threads.create()["thread_id"], graph_id, demo.ask, context=context
+        client,
+        client.threads.create()["thread_id"],
+        graph_id,
+        demo.ask,
+        context=context,
+        stream_subgraphs=demo.subgraphs,
     )
     assert errors == [] and events[-1].type == "final"
     assert {e.status for e in events if e.type == "tool_result"} == {"error"}
     assert events[-1].all_tools_failed
+
+
+def test_the_plan_executors_events_need_stream_subgraphs(client: SyncLangGraphClient):
+    """The plan executor is a subgraph: plan_created comes from the graph, the steps from the subgraph."""
+    ask = DEMOS["planner"].ask
+    runs = {
+        subgraphs: stream_events(
+            client,
+            client.threads.create()["thread_id"],
+            "planner",
+            ask,
+            context={},
+            stream_subgraphs=subgraphs,
+        )[0]
+        for subgraphs in (False, True)
+    }
+    without, with_subgraphs = _types(runs[False]), _types(runs[True])
+    assert "plan_created" in without and "step_start" not in without and without[-1] == "final"
+    assert with_subgraphs.count("step_start") == with_subgraphs.count("step_complete") == 3
+    steps = [(e.type, e.step) for e in runs[True] if e.type in ("step_start", "tool_result", "step_complete")]
+    assert steps[1:] == [(t, n) for n in (1, 2, 3) for t in ("step_start", "tool_result", "step_complete")]

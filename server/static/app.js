@@ -16,7 +16,7 @@ import {
 } from "./chat.js";
 import { els } from "./dom.js";
 import { enableForks, loadCheckpoints, loadTrace } from "./panels.js";
-import { loadProtocols, protocols, restore, save, showSummary } from "./settings.js";
+import { loadProtocols, protocolSettings, protocols, restore, save, showProtocol } from "./settings.js";
 
 // Events after which the server closes the stream.
 const TERMINAL = new Set(["final", "paused", "cancelled", "error"]);
@@ -233,6 +233,8 @@ async function send() {
     requestId,
     showToolOutputs: els.showToolOutputs.checked,
   };
+  const settings = protocolSettings(protocol); // only protocols with settings on the page send any
+  if (settings) body.settings = settings;
   let refusal = await openStream(route, body);
   const fallback = refusal && fallbackFrom(refusal, route);
   if (fallback) {
@@ -331,9 +333,10 @@ function init() {
   });
   els.message.addEventListener("keydown", sendOnEnter);
   els.protocol.addEventListener("change", () => {
-    showSummary();
+    showProtocol();
     save();
   });
+  for (const fieldset of els.protocolSettings) fieldset.addEventListener("change", save);
   els.projectId.addEventListener("change", save);
   els.showToolOutputs.addEventListener("change", save);
   els.token.addEventListener("change", loadProtocols); // the token may change what the server lists

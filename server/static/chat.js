@@ -12,6 +12,26 @@ import {
   transcriptBlock,
 } from "./network.js";
 import {
+  addPlanStep,
+  agentStateChip,
+  agentStateText,
+  inPlanner,
+  lastTurnLine,
+  planCard,
+  planProgress,
+  planStepFinished,
+  planStepOf,
+  planStepStarted,
+  plannerBudgetLine,
+  reviewPrompt,
+  sessionLine,
+  setPlanStatus,
+  settleAgentState,
+  showAgentState,
+  usageLine,
+  verdictNote,
+} from "./planner.js";
+import {
   contextLine,
   decisionLine,
   iterates,
@@ -42,6 +62,8 @@ const current = {
   tools: new Map(), // callId -> tool line element
   phase: null, // the header of the phase running now (iterating protocols: goal_pursuit)
   blocks: new Map(), // xml_contract: block group ("1.1") -> its box, which holds its calls' lines
+  plans: new Map(), // planner: plan id -> its card, which holds its steps' lines
+  agentState: null, // planner: the turn's status chip
   event: null, // the event being rendered: what it adds is tagged with its request and seq
 };
 
@@ -92,6 +114,8 @@ export function startTurn(label) {
   current.tools = new Map();
   current.phase = null;
   current.blocks = new Map();
+  current.plans = new Map();
+  current.agentState = null;
   scrollChat();
   return body;
 }
@@ -203,6 +227,7 @@ function showFinal(ev) {
   );
   const outcome = outcomeBlock(ev); // goal_pursuit: its Resolution or OperationPlan
   if (outcome) box.append(outcome);
+  if (ev.usage) box.append(usageLine(ev.usage)); // planner: the turn's model calls, tokens and cost
   turn().append(tag(box));
   scrollChat();
 }
@@ -218,6 +243,8 @@ function dropReplaced(ev) {
   for (const node of replaced) node.remove();
   for (const [callId, line] of current.tools) if (!line.isConnected) current.tools.delete(callId);
   for (const [group, box] of current.blocks) if (!box.isConnected) current.blocks.delete(group);
+  for (const [planId, card] of current.plans) if (!card.isConnected) current.plans.delete(planId);
+  if (current.agentState && !current.agentState.isConnected) current.agentState = null;
   for (const block of els.chat.querySelectorAll(".text")) if (!block.hasChildNodes()) block.remove();
   current.text = null;
   return replaced.length;
@@ -318,6 +345,70 @@ function xmlResult(ev) {
   scrollChat();
 }
 
+// ---------------------------------------------------------------- planner
+
+/** The turn's one status chip says what the agent does now (the top chip says it too). */
+function agentState(ev) {
+  if (!current.agentState || !current.agentState.isConnected) current.agentState = block(agentStateChip());
+  showAgentState(current.agentState, ev);
+  setChip(agentStateText(ev), "running");
+  scrollChat();
+}
+
+/** The turn is over: its status chip stops saying the agent works. */
+function settleState(outcome) {
+  if (current.agentState && current.agentState.isConnected) settleAgentState(current.agentState, outcome);
+  current.agentState = null;
+}
+
+/** A plan's card; plan_ready_for_review adds its request for the user's verdict to the card already shown. */
+function showPlan(ev, forReview) {
+  const plan = ev.plan && typeof ev.plan === "object" ? ev.plan : {};
+  const planId = plan.plan_id ?? ev.planId;
+  let card = current.plans.get(planId);
+  if (!card || !card.isConnected) {
+    card = block(planCard(plan, planId));
+    current.plans.set(planId, card);
+  }
+  if (forReview) {
+    if (plan.status) setPlanStatus(card, plan.status);
+    card.append(tag(reviewPrompt(ev)));
+  }
+  scrollChat();
+}
+
+/** The card of the event's plan (the latest one when the event names none); one is made if it was not seen. */
+function planCardOf(ev) {
+  let card = ev.planId != null ? current.plans.get(ev.planId) : [...current.plans.values()].pop();
+  if (!card || !card.isConnected) {
+    card = block(planCard({}, ev.planId));
+    current.plans.set(ev.planId, card);
+  }
+  return card;
+}
+
+function reviewPlan(ev) {
+  const card = planCardOf(ev);
+  setPlanStatus(card, ev.verdict);
+  card.append(tag(verdictNote(ev)));
+  scrollChat();
+}
+
+/** A step's line on its plan's card fills in as it starts and ends (a step not listed gets a line). */
+function planStep(ev, started) {
+  const card = planCardOf(ev);
+  const line = planStepOf(card, ev.stepId) || addPlanStep(card, ev);
+  if (started) planStepStarted(line, ev);
+  else planStepFinished(line, ev);
+  setPlanStatus(card, planProgress(card));
+  scrollChat();
+}
+
+function budgetText(ev) {
+  if (ev.protocol === "xml_contract") return xmlBudgetLine(ev);
+  return inPlanner(ev) ? plannerBudgetLine(ev) : budgetLine(ev);
+}
+
 // ---------------------------------------------------------------- events
 
 function resumedText(ev) {
@@ -337,7 +428,7 @@ const RENDER = {
   duplicate_tool_call: (ev) =>
     noteLine(`duplicate call refused: ${ev.name} ${argsText(ev.args)} (attempt ${ev.attempts} of ${ev.limit})`, "warn"),
   ignored_tool_call: (ev) => noteLine(`tool call ignored (${ev.reason}): ${ev.name} ${argsText(ev.args)}`),
-  budget_exhausted: (ev) => noteLine(ev.protocol === "xml_contract" ? xmlBudgetLine(ev) : budgetLine(ev), "warn"),
+  budget_exhausted: (ev) => noteLine(budgetText(ev), "warn"),
   context_update: (ev) => block(contextLine(ev)),
   decision: (ev) => block(decisionLine(ev)),
   verdict: (ev) => block(verdictLine(ev)),
@@ -345,13 +436,23 @@ const RENDER = {
   route: (ev) => handoff(ev),
   xml_block: (ev) => xmlBlock(ev),
   validation_error: (ev) => block(validationBox(ev)),
+  session: (ev) => block(sessionLine(ev)),
+  last_turn_context: (ev) => block(lastTurnLine(ev)),
+  agent_state: (ev) => agentState(ev),
+  plan_created: (ev) => showPlan(ev, false),
+  plan_ready_for_review: (ev) => showPlan(ev, true),
+  plan_review: (ev) => reviewPlan(ev),
+  step_start: (ev) => planStep(ev, true),
+  step_complete: (ev) => planStep(ev, false),
   final: (ev) => {
     showFinal(ev);
+    settleState("final");
     setChip("done", "done");
   },
   paused: (ev) => {
     const why = ev.reason === "crashed" ? "the server stopped mid-run; paused at its last checkpoint" : `paused (${ev.reason})`;
     noteLine(`${why}${ev.phase ? ` after ${phaseLabel(ev)}` : ""}; press Resume to continue`, "pause");
+    settleState("paused");
     setChip("paused", "paused");
   },
   resumed: (ev) => {
@@ -364,17 +465,20 @@ const RENDER = {
   },
   cancelled: () => {
     noteLine("cancelled", "error");
+    settleState("cancelled");
     setChip("cancelled", "cancelled");
   },
   error: (ev) => {
     showError(ev);
+    settleState("error");
     setChip("error", "error");
   },
 };
 
 /** Show one run event in the chat and the status chip. */
 export function renderEvent(ev) {
-  if (!ev.phase && ["text", "tool_call", "tool_result"].includes(ev.type) && els.status.dataset.state === "running") {
+  const unphased = !ev.phase && !inPlanner(ev); // planner's agent_state says more than "running"
+  if (unphased && ["text", "tool_call", "tool_result"].includes(ev.type) && els.status.dataset.state === "running") {
     setChip("running", "running"); // protocols without phases (unified) say no more than that
   }
   const render = Object.hasOwn(RENDER, ev.type) ? RENDER[ev.type] : null;

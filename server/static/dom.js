@@ -6,6 +6,7 @@ const $ = (id) => document.getElementById(id);
 export const els = {
   protocol: $("protocol"),
   protocolSummary: $("protocol-summary"),
+  protocolSettings: [...document.querySelectorAll(".protocol-settings")], // one fieldset per protocol that has some
   projectId: $("project-id"),
   token: $("token"),
   showToolOutputs: $("show-tool-outputs"),

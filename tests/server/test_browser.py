@@ -1,6 +1,6 @@
 """The web page in a real headless Chromium against a real server: chat, tool outputs, pause/resume,
-cancel, checkpoints (with a fork), the trace panel, the switch to the fallback route, and goal_pursuit's
-events as readable lines."""
+cancel, checkpoints (with a fork), the trace panel, the switch to the fallback route, the protocols'
+events as readable lines, and the planner's settings and events."""
 
 from __future__ import annotations
 
@@ -14,6 +14,23 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
+from graphs.registry import get_protocol
+from nodes.events import (
+    AgentState,
+    BudgetExhaustedEvent,
+    EventBase,
+    Final,
+    LastTurnContext,
+    PlanCreated,
+    PlanReadyForReview,
+    PlanReview,
+    Session,
+    StepComplete,
+    StepStart,
+    TextChunk,
+    ToolCall,
+    ToolResultEvent,
+)
 from tests.server.conftest import Server, slow_script
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -340,7 +357,7 @@ def test_page_shows_agent_network_readably(servers: Any, tmp_path: Path) -> None
         expect(steps).to_have_count(5)
         heads = steps.locator(".network-head")
         expect(heads.nth(0)).to_contain_text("step 1 · triage (epoch 1) decides to route to researcher")
-        expect(heads.nth(0)).to_contain_text(re.compile(r"\(prompt \d+ chars\)"))
+        expect(heads.nth(0)).to_contain_text(re.compile(r"\(prompt \d+ chars, \d+ tokens\)"))
         expect(steps.nth(0).locator("[data-testid='agent-reasoning']")).to_have_text(
             "The question needs facts from the workspace documents: the researcher can read them."
         )
@@ -670,3 +687,323 @@ def test_page_shows_a_refused_xml_block(servers: Any, tmp_path: Path) -> None:
         text = chat.inner_text()
         assert [key for key in XML_RAW if key in text] == []
         page.screenshot(path=str(tmp_path / "page-xml-contract-refused.png"), full_page=True)
+
+
+#: Wire names of the planner's event fields: none may reach the page as raw JSON.
+PLANNER_RAW = ['"type"', '"contextType"', '"requiredBehaviors"', '"state"', '"plan_id"', '"planId"',
+               '"steps"', '"execution_mode"', '"depends_on"', '"stepId"', '"verdict"', '"usage"',
+               '"inputTokens"', '"costUsd"', '"pendingPlan"', '"budget"']  # fmt: skip
+PLAN = {
+    "plan_id": "plan-1",
+    "objective": "Create the Spring Launch project and publish its brief",
+    "context_type": "project_create",
+    "execution_mode": "agent_review",
+    "status": "draft",
+    "steps": [
+        {"id": "s1", "tool": "list_templates", "args": {"query": "launch"},
+         "rationale": "Confirm the template exists.", "depends_on": []},
+        {"id": "s2", "tool": "create_project",
+         "args": {"name": "Spring Launch", "template_id": "product-launch"},
+         "rationale": "Create the project from it.", "depends_on": ["s1"]},
+        {"id": "s3", "tool": "publish_context_document",
+         "args": {"project_id": "${s2.project.id}", "title": "Project brief",
+                  "body": "Goal: launch the spring product line in April. Audience: existing customers."},
+         "rationale": "Give the project its brief.", "depends_on": ["s2"]},
+    ],
+    "reasoning": "The template first, then the project, then its brief.",
+    "requested_outputs": ["project"],
+    "priority_entities": ["product-launch"],
+}  # fmt: skip
+USAGE = {"calls": 3, "inputTokens": 1234, "outputTokens": 210, "costUsd": 0.000321}
+PLANNER_ANSWER = "Spring Launch already exists, so I created nothing new."
+
+
+def wire(*events: EventBase, context_type: str = "project_create") -> list[dict[str, Any]]:
+    """Planner events as its stream sends them: wire names, numbered, with what every planner event has."""
+    common = {
+        "request_id": "r-planner",
+        "project_id": "default",
+        "protocol": "planner",
+        "context_type": context_type,
+    }
+    return [event.model_copy(update={**common, "seq": seq}).to_dict() for seq, event in enumerate(events, 1)]
+
+
+def session(**fields: Any) -> Session:
+    """A project_create session's first event (its guidance shortened)."""
+    return Session(
+        session_id="t-1",
+        user_id="ada",
+        profile="balanced",
+        intent="Understand what the user needs, choose a template and create the project.",
+        required_behaviors=[
+            "Discover templates before creating one.",
+            "Publish the project's context document.",
+        ],
+        tools=["list_templates", "create_project", "agent_create_plan"],
+        **fields,
+    )
+
+
+def render(page: Page, events: list[dict[str, Any]], turn: str | None = None) -> None:
+    """Feed wire events to the page's own renderer, as its stream reader does (in a new turn if named)."""
+    page.evaluate(
+        """async ([events, turn]) => {
+            const chat = await import("/static/chat.js");
+            if (turn) chat.startTurn(turn);
+            for (const event of events) chat.renderEvent(event);
+        }""",
+        [events, turn],
+    )
+
+
+def test_page_sends_the_planner_settings(servers: Any, tmp_path: Path) -> None:
+    """The planner's inputs show only while planner is chosen; what they say goes in the body's settings
+    (blanks left out, valid for the protocol), and no other protocol gets any."""
+    server = servers()
+    bodies: list[dict[str, Any]] = []
+    stream = wire(session(entity_id="p-7"), AgentState(state="thinking"), Final(answer="Noted.", usage=USAGE))
+
+    def answer(route: Any) -> None:
+        """The run's stream, canned: the planner's Python is not what this test is about."""
+        body = route.request.post_data_json
+        bodies.append(body)
+        frames = "".join(f"event: {e['type']}\ndata: {json.dumps({**e, 'requestId': body['requestId']})}\n\n"
+                         for e in stream)  # fmt: skip
+        route.fulfill(status=200, headers={"Content-Type": "text/event-stream"}, body=frames)
+
+    with open_page() as page:
+        page.route("**/api/runs/*/stream", answer)
+        page.goto(server.url)
+        fieldset = page.locator("[data-testid='planner-settings']")
+        expect(page.locator("#protocol option[value='planner']")).to_have_count(1)
+        expect(page.locator("#protocol")).to_have_value("triggered_phase")
+        expect(fieldset).to_be_hidden()
+
+        page.locator("#protocol").select_option("planner")
+        expect(fieldset).to_be_visible()
+        for label in ("Context type", "Project in scope (entity id)", "User id", "Profile"):
+            expect(fieldset.get_by_label(label)).to_be_visible()
+        expect(fieldset.get_by_label("Profile").locator("option:checked")).to_have_text("the context type's")
+        fieldset.get_by_label("Context type").select_option("project")
+        fieldset.get_by_label("Project in scope (entity id)").fill("p-7")
+        fieldset.get_by_label("User id").fill("ada")
+        fieldset.get_by_label("Profile").select_option("quality")
+        send(page, "Audit it.")
+        expect(page.locator("#answer")).to_contain_text("Noted.", timeout=WAIT)
+        chosen = {"context_type": "project", "entity_id": "p-7", "user_id": "ada", "profile": "quality"}
+        assert bodies[-1]["settings"] == chosen
+        assert get_protocol("planner").client_settings(chosen) == chosen  # the server takes them as they are
+        # The stream went through the page's reader: its events read as text.
+        turn = page.locator("#chat .msg.assistant").last
+        expect(turn.locator(".who")).to_have_text("assistant · planner")
+        expect(turn.locator("[data-testid='planner-session']")).to_contain_text("project p-7 · user ada")
+        expect(turn.locator("[data-testid='agent-state']")).to_have_text("● Agent finished")
+        expect(page.locator("#answer [data-testid='usage']")).to_have_text(
+            "3 model calls · 1,234 in / 210 out tokens · $0.000321"
+        )
+        expect(page.locator("#status")).to_have_text("done")
+        page.screenshot(path=str(tmp_path / "page-planner-settings.png"), full_page=True)
+
+        # Blank inputs are left out: the protocol's defaults apply.
+        fieldset.get_by_label("User id").fill("")
+        fieldset.get_by_label("Profile").select_option("")
+        send(page, "Again.")
+        expect(page.locator("#chat [data-testid='answer']")).to_have_count(2, timeout=WAIT)
+        assert bodies[-1]["settings"] == {"context_type": "project", "entity_id": "p-7"}
+
+        # Another protocol: the inputs go away, and nothing of them is sent.
+        page.locator("#protocol").select_option("xml_contract")
+        expect(fieldset).to_be_hidden()
+        send(page, "And now?")
+        expect(page.locator("#chat [data-testid='answer']")).to_have_count(3, timeout=WAIT)
+        assert "settings" not in bodies[-1]
+        assert [body["message"] for body in bodies] == ["Audit it.", "Again.", "And now?"]
+
+        # The choices are remembered with the other run settings.
+        page.reload()
+        expect(page.locator("#protocol")).to_have_value("xml_contract")
+        page.locator("#protocol").select_option("planner")
+        expect(fieldset.get_by_label("Context type")).to_have_value("project")
+        expect(fieldset.get_by_label("Project in scope (entity id)")).to_have_value("p-7")
+
+
+def test_page_shows_a_planner_turn_readably(servers: Any, tmp_path: Path) -> None:
+    """A planner turn fed to the page's renderer: the session header, one status chip that changes in
+    place, the plan card with the reviewer's verdict and each step's state, and the usage line, as text."""
+    server = servers()
+    started = {"plan_id": "plan-1"}
+    events = wire(
+        session(),
+        AgentState(state="thinking"),
+        TextChunk(text="Let me see which templates exist. "),
+        AgentState(state="executing_tool", details="list_templates"),
+        ToolCall(call_id="c1", name="list_templates", args={"query": "launch"}, signature="list_templates"),
+        ToolResultEvent(call_id="c1", name="list_templates", status="ok", duration_ms=3.2),
+        AgentState(state="thinking"),
+        PlanCreated(plan=PLAN, **started),
+        PlanReview(verdict="approved", notes="The order is right.", **started),
+        AgentState(state="executing_plan", details=PLAN["objective"], **started),
+        StepStart(step_id="s1", tool="list_templates", args={"query": "launch"}, step=1, **started),
+        StepComplete(step_id="s1", tool="list_templates", status="ok", summary="1 template: product-launch",
+                     step=1, **started),
+        StepStart(step_id="s2", tool="create_project", args=PLAN["steps"][1]["args"], step=2, **started),
+        StepComplete(step_id="s2", tool="create_project", status="error",
+                     summary="ERROR: a project named 'Spring Launch' exists", step=2, **started),
+        StepComplete(step_id="s3", tool="publish_context_document", status="skipped",
+                     summary="skipped: s2 did not succeed", step=3, **started),
+        AgentState(state="thinking", **started),
+        TextChunk(text=PLANNER_ANSWER, **started),
+        Final(answer=PLANNER_ANSWER, usage=USAGE, **started),
+    )  # fmt: skip
+    with open_page() as page:
+        page.goto(server.url)
+        chat, status = page.locator("#chat"), page.locator("#status")
+        expect(page.locator("#protocol option[value='planner']")).to_have_count(1)
+        chip = chat.locator("[data-testid='agent-state']")
+
+        # The session header, then one status chip that says what the agent does now.
+        render(page, events[:2], turn="assistant · planner")
+        header = chat.locator("[data-testid='planner-session']")
+        expect(header.locator(".planner-head")).to_have_text("◆ project create session · profile balanced · "
+                                                             "user ada (3 tools)")  # fmt: skip
+        expect(header.locator(".planner-intent")).to_have_text(
+            "Understand what the user needs, choose a template and create the project."
+        )
+        expect(header.locator("li")).to_have_text(
+            ["Discover templates before creating one.", "Publish the project's context document."]
+        )
+        expect(chip).to_have_text("● Agent is thinking…")
+        expect(status).to_have_text("Agent is thinking…")
+        render(page, events[2:6])
+        expect(chip).to_have_text("● Executing tool list_templates…")
+        expect(status).to_have_text("Executing tool list_templates…")  # the tool events leave it as it is
+
+        # The plan card: objective, mode, status and its steps in order, each waiting; then the verdict.
+        render(page, events[6:8])
+        card = chat.locator("[data-testid='plan-card']")
+        expect(card.locator(".plan-head")).to_have_text(
+            "☰ Plan: Create the Spring Launch project and publish its brief"
+        )
+        expect(card.locator("[data-testid='plan-meta']")).to_have_text(
+            "mode: agent review (a reviewer checks it first) · status: draft"
+        )
+        steps = card.locator("[data-testid='plan-step']")
+        expect(steps.locator(".plan-step-head")).to_have_text([
+            's1 list_templates(query="launch") waiting',
+            's2 create_project(name="Spring Launch", template_id="product-launch") waiting',
+            's3 publish_context_document(project_id="${s2.project.id}", title="Project brief", '
+            'body="Goal: launch the spring product line in April.…") waiting',
+        ])  # fmt: skip
+        expect(steps.locator(".plan-step-rationale")).to_have_text(
+            ["Confirm the template exists.", "Create the project from it. (after s1)",
+             "Give the project its brief. (after s2)"]
+        )  # fmt: skip
+        render(page, events[8:11])
+        expect(card.locator("[data-testid='plan-verdict']")).to_have_text(
+            "review: approved The order is right."
+        )
+        expect(card.locator("[data-testid='verdict-badge']")).to_have_text("approved")
+        expect(chip).to_have_text("● Executing plan…")
+        expect(steps.nth(0).locator(".plan-step-status")).to_have_text("running…")
+        expect(card.locator("[data-testid='plan-meta']")).to_contain_text("status: running")
+
+        # Each step ends ok, with an error, or skipped, with what it returned or why it did not run.
+        render(page, events[11:15])
+        expect(steps.locator(".plan-step-status")).to_have_text(["ok", "error", "skipped"])
+        expect(steps.locator(".plan-step-summary")).to_have_text(
+            ["1 template: product-launch", "ERROR: a project named 'Spring Launch' exists",
+             "skipped: s2 did not succeed"]
+        )  # fmt: skip
+        expect(card.locator("[data-testid='plan-meta']")).to_have_text(
+            "mode: agent review (a reviewer checks it first) · status: finished: 1 ok · 1 error · 1 skipped"
+        )
+
+        # The answer with the turn's usage; the one chip is settled.
+        render(page, events[15:])
+        expect(page.locator("#answer .answer-text")).to_have_text(PLANNER_ANSWER)
+        expect(page.locator("#answer [data-testid='usage']")).to_have_text(
+            "3 model calls · 1,234 in / 210 out tokens · $0.000321"
+        )
+        expect(chip).to_have_count(1)
+        expect(chip).to_have_text("● Agent finished")
+        expect(status).to_have_text("done")
+        expect(card).to_have_count(1)
+        expect(chat.locator("[data-testid='tool-line']")).to_contain_text(
+            'list_templates{"query":"launch"}ok'
+        )
+
+        # In order: the header, the chip, text, the tool, the card, text and the answer.
+        lines = chat.locator(".msg.assistant").last.locator(".body > *")
+        order = lines.evaluate_all("nodes => nodes.map((node) => node.dataset.testid || node.className)")
+        assert order == ["planner-session", "agent-state", "text", "tool-line", "plan-card", "text", "answer"]
+
+        text = chat.inner_text()
+        assert [key for key in PLANNER_RAW if key in text] == []
+        page.screenshot(path=str(tmp_path / "page-planner.png"), full_page=True)
+
+
+def test_page_asks_for_a_planner_review_in_words(servers: Any, tmp_path: Path) -> None:
+    """A draft_only plan: its card asks the user to answer in their own words (no buttons), the chip keeps
+    waiting on them after the answer; the next turn says what it carried over; the budgets read as text."""
+    server = servers()
+    draft = {**PLAN, "execution_mode": "draft_only", "status": "pending_review"}
+    waiting = "the drafted plan waits for your review"
+    first = wire(
+        session(),
+        AgentState(state="thinking"),
+        PlanCreated(plan=draft, plan_id="plan-1"),
+        PlanReadyForReview(plan=draft, reasoning=PLAN["reasoning"], plan_id="plan-1"),
+        AgentState(state="waiting_on_user", details=waiting),
+        Final(answer="Here is the plan. Shall I run it?", usage={**USAGE, "calls": 1}),
+    )
+    confirm = {"id": "c9", "name": "archive_project", "args": {"project_id": "p-7"}, "signature": "archive"}
+    second = wire(
+        session(),
+        LastTurnContext(turn=2, summary="Here is the plan. Shall I run it?", pending_plan=draft,
+                        pending_confirmation=confirm),
+        BudgetExhaustedEvent(budget="tool_calls", limit=8, used=8),
+        BudgetExhaustedEvent(budget="session_seconds", limit=90, used=91),
+        Final(answer="I stopped there.", fallback=True, usage=USAGE),
+    )  # fmt: skip
+    with open_page() as page:
+        page.goto(server.url)
+        chat = page.locator("#chat")
+        expect(page.locator("#protocol option[value='planner']")).to_have_count(1)
+
+        render(page, first, turn="assistant · planner")
+        card = chat.locator("[data-testid='plan-card']")
+        expect(card).to_have_count(1)  # plan_ready_for_review fills in the card plan_created drew
+        expect(card.locator("[data-testid='plan-meta']")).to_have_text(
+            "mode: draft only (waits for your review) · status: pending review"
+        )
+        prompt = card.locator("[data-testid='plan-review-prompt']")
+        expect(prompt).to_have_text(
+            "✎ This plan waits for your review. Reply in your own words: “looks good, run it”, or say what "
+            "to change."
+        )
+        expect(card.locator("button")).to_have_count(0)
+        expect(card.locator("[data-testid='plan-step'] .plan-step-status")).to_have_text(["waiting"] * 3)
+        expect(chat.locator("[data-testid='agent-state']")).to_have_text(f"● Waiting on you: {waiting}")
+        expect(page.locator("#answer [data-testid='usage']")).to_have_text(
+            "1 model call · 1,234 in / 210 out tokens · $0.000321"
+        )
+
+        render(page, second, turn="assistant · planner")
+        turn = chat.locator(".msg.assistant").last
+        expect(turn.locator("[data-testid='last-turn']")).to_have_text(
+            "carried over: Here is the plan. Shall I run it? · a plan waits for your review: Create the "
+            "Spring Launch project and publish its brief · waiting for your yes: "
+            'archive_project(project_id="p-7")'
+        )
+        expect(turn.locator(".note.warn")).to_have_text([
+            "budget exhausted: tool calls (8 of 8): the turn answers from what it did",
+            "budget exhausted: active time (91 of 90 s): the turn answers from what it did",
+        ])  # fmt: skip
+        expect(turn.locator("[data-testid='answer'] .answer-label")).to_have_text(
+            "Final answer (fallback, built from tool results)"
+        )
+
+        text = chat.inner_text()
+        assert [key for key in PLANNER_RAW if key in text] == []
+        page.screenshot(path=str(tmp_path / "page-planner-review.png"), full_page=True)

@@ -84,6 +84,14 @@ def build_graph() -> StateGraph[PlannerState, PlannerContext, PlannerInput, Plan
     return builder
 
 
+def event_meta(values: dict[str, Any]) -> dict[str, Any]:
+    """Planner fields of a state snapshot, for events the server adds (paused, resumed, cancelled)."""
+    if "context_type" not in values:
+        return {}
+    plan = values.get("plan")
+    return {"context_type": values["context_type"], "plan_id": plan["plan_id"] if plan else None}
+
+
 def compile_graph(
     checkpointer: Checkpointer = None, *, interrupt_after: list[str] | None = None
 ) -> CompiledStateGraph[Any, Any, Any, Any]:

@@ -92,9 +92,15 @@ def reports_errors(node: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]
 
 
 def current_step() -> int | None:
-    """The LangGraph superstep running now (``None`` outside a graph run)."""
+    """The LangGraph superstep running now (``None`` outside a graph run, or inside a subgraph).
+
+    A subgraph counts its own supersteps, which say nothing about the run's checkpoints, so its
+    events carry none (a crash re-run does not mark them as replaced).
+    """
     try:
-        step = get_config().get("metadata", {}).get("langgraph_step")
+        metadata = get_config().get("metadata", {})
     except RuntimeError:  # called outside a runnable context
         return None
-    return step if isinstance(step, int) else None
+    step = metadata.get("langgraph_step")
+    nested = "|" in str(metadata.get("langgraph_checkpoint_ns", ""))
+    return step if isinstance(step, int) and not nested else None

@@ -51,6 +51,7 @@ async def start_plan(state: PlanRunState, runtime: Runtime[PlannerContext]) -> d
 async def run_step(state: PlanRunState, runtime: Runtime[PlannerContext]) -> dict[str, Any]:
     """Run the next step (or skip it when a step it depends on did not succeed)."""
     context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
+    await context.planning()  # a run resumed inside the plan, on a fresh process, opens it here
     plan, done = state["plan"], state["plan_results"]
     assert plan is not None
     clock = TurnClock(state["elapsed"], context.session_seconds)

@@ -91,6 +91,7 @@ class PlannerState(TypedDict):
     """The planner's thread: messages and carried-over items persist; the rest is reset each turn."""
 
     messages: Annotated[list[AnyMessage], add_messages]
+    context_type: str  # the turn's context type (events the server adds read it back)
     turn: int  # turns of this thread so far, this one included
     model_calls: int  # model calls of the thread (positions a scripted model; keys usage rows)
     elapsed: float  # active seconds of this turn (pauses do not count)

@@ -49,6 +49,7 @@ async def start_turn(state: PlannerState, runtime: Runtime[PlannerContext]) -> d
             **fields,
         )
     return {
+        "context_type": context.context_type,
         "turn": turn,
         "model_calls": state.get("model_calls", 0),
         "elapsed": 0.0,

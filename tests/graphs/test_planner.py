@@ -76,6 +76,9 @@ async def test_auto_execute_runs_the_plan_as_a_subgraph_and_accounts_every_call(
     published = of_type(result, "step_start")[2]
     assert published.args["project_id"] == "orbit"  # ${s2.project.id} read from step s2's result
     assert {"executing_plan", "thinking"} <= {e.state for e in of_type(result, "agent_state")}
+    # the executor subgraph counts its own supersteps: its events carry no run step
+    assert all(e.graph_step is None for e in of_type(result, "step_start"))
+    assert of_type(result, "plan_created")[0].graph_step is not None
     rows = await usage_rows(database, result.events[0].request_id)
     assert len(rows) == model.position == 3  # a row per model call
     assert sorted(r.operation_type for r in rows) == ["plan_create", "planner_stream", "planner_stream"]

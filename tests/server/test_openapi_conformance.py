@@ -190,7 +190,7 @@ def test_streams_answer_events_and_refuse_in_json() -> None:
     paths = TOKENS.raw_schema["paths"]
     assert list(paths["/"]["get"]["responses"]["200"]["content"]) == ["text/html"]
     streaming = [op for ops in paths.values() for op in ops.values() if "text/event-stream" in str(op)]
-    assert len(streaming) == 7
+    assert len(streaming) == 8  # the seven shared streaming routes and the planner's /api/agent/stream
     for operation in streaming:
         for status, response in operation["responses"].items():
             expected = ["text/event-stream"] if status == "200" else ["application/json"]

@@ -5,6 +5,9 @@ import os
 import pytest
 
 from nodes.events import Final
+from nodes.prices import price_of
+from tests.helpers import of_type
+from tools.planning import LedgerFilter, open_planning
 
 pytestmark = [
     pytest.mark.live,
@@ -81,3 +84,33 @@ async def test_real_model_runs_the_xml_contract_demo_task(collect, tmp_path):
     assert len({b.group.split(".")[0] for b in blocks}) <= 4  # at most max_steps iterations ran blocks
     if isinstance(ends[0], Final):
         assert isinstance(ends[0].answer, str)
+
+
+async def test_real_model_runs_a_planner_session_with_its_ledger(collect, tmp_path):
+    database = f"sqlite:{tmp_path / 'planner.db'}"
+    result = await collect(
+        "planner",
+        "Create a project called Orbit for a product launch, with a short context document.",
+        model=f"openai:{MODEL}",
+        context_type="project_create",
+        database=database,  # the domain, plans and ledgers in a file of this test, not the checkout's
+        request_id="live-planner",
+    )
+    # a real model may plan, call tools directly, or fail: the run ends with one final or one error
+    ends = [e for e in result.events if e.type in ("final", "error")]
+    assert len(ends) == 1 and result.events[-1] is ends[0], [e.type for e in result.events]
+    assert result.events[0].type == "session"
+    assert len(of_type(result, "tool_call")) - len(of_type(result, "step_start")) <= 8  # max_tool_calls
+    store = open_planning(database)
+    try:
+        rows = (await store.ledger.usage(LedgerFilter(request_id="live-planner"))).rows
+    finally:
+        await store.close()
+    assert all(r.model == f"openai:{MODEL}" for r in rows)  # a row per model call that answered
+    if not of_type(result, "budget_exhausted"):  # a call the watchdog cut reports no usage
+        assert all(r.input_tokens > 0 for r in rows)  # the provider's reported usage, per call
+    if price_of(f"openai:{MODEL}") is not None:
+        assert all(r.cost_usd > 0 for r in rows if r.input_tokens)
+    if isinstance(ends[0], Final):
+        assert ends[0].answer.strip() and ends[0].usage is not None
+        assert rows and ends[0].usage["calls"] == len(rows)

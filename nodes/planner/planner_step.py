@@ -29,6 +29,10 @@ from nodes.planner.state import PendingCall, PlannerState, meta
 from nodes.prompts import ARGS_TOO_LARGE
 
 OPERATION = "planner_stream"
+CUT_OFF = (
+    "The {name} call was cut off at the model's token limit, so its arguments may be incomplete; it was not "
+    "run. Make the call again with shorter arguments."
+)
 
 
 @reports_errors
@@ -108,10 +112,14 @@ def _message(reply: AIMessageChunk | None) -> AIMessage:
 def _calls(message: AIMessage, max_chars: int) -> list[PendingCall]:
     """Every call of the reply; a broken or oversized one carries the error the model will read."""
     calls: list[PendingCall] = []
+    meta = message.response_metadata
+    cut = (meta.get("finish_reason") or meta.get("stop_reason")) in ("length", "max_tokens")
     for call in message.tool_calls:
         size = len(json.dumps(call["args"]))
         pending = PendingCall(id=call["id"] or f"call_{len(calls) + 1}", name=call["name"], args=call["args"])
-        if size > max_chars:
+        if cut:  # streamed arguments are closed silently: what parses may be half of what was meant
+            pending["args"], pending["error"] = {}, CUT_OFF.format(name=call["name"])
+        elif size > max_chars:
             pending["args"], pending["error"] = {}, ARGS_TOO_LARGE.format(name=call["name"], limit=max_chars)
         calls.append(pending)
     for broken in message.invalid_tool_calls:

@@ -256,11 +256,18 @@ def _missing_call(raw: AIMessage | None, schema: type[BaseModel]) -> str:
     return f"it did not call {schema.__name__}: {_quote(raw.text)}"
 
 
+def hit_token_limit(message: AIMessage) -> bool:
+    """The provider says the token limit cut the answer short.
+
+    Streamed tool arguments are closed silently, so what was cut may still parse.
+    """
+    meta = message.response_metadata
+    return (meta.get("finish_reason") or meta.get("stop_reason")) in ("length", "max_tokens")
+
+
 def _cut_off(raw: AIMessage | None) -> str | None:
-    """An answer the token limit cut short; streamed tool arguments are closed silently, so it may parse."""
-    meta = raw.response_metadata if raw is not None else {}
-    reason = meta.get("finish_reason") or meta.get("stop_reason")
-    if reason in ("length", "max_tokens"):
+    """Why an answer the token limit cut short cannot be used, or None."""
+    if raw is not None and hit_token_limit(raw):
         return "the answer was cut off at the model's token limit; answer more briefly"
     return None
 

@@ -50,7 +50,7 @@ from server.responses import (
     http_kind,
     whole,
 )
-from server.runs import RunManager
+from server.runs import RunManager, manager_of
 from server.sse import follow_sse
 from server.store import RequestRecord, RequestStore, only_one
 from tools.networks import open_network_store
@@ -254,11 +254,6 @@ class _App(FastAPI):
 Caller = Any  # a dependency callable returning Access
 
 
-def _manager(request: Request) -> RunManager:
-    manager: RunManager = request.app.state.manager
-    return manager
-
-
 async def _resume(
     manager: RunManager, request_id: str, phase_index: int | None, access: Access
 ) -> RequestRecord:
@@ -281,12 +276,9 @@ def _add_stream_routes(app: FastAPI, settings: ServerSettings, caller: Caller) -
     # Runs start in dependencies, so bad input gets a proper status before the stream begins.
     async def start_run(protocol: str, body: ChatRequest, request: Request, access: Access) -> RequestRecord:
         access.require(body.project_id)
-        if len(body.message) > settings.max_message_chars:
-            raise TooLargeError(
-                f"the message has {len(body.message)} characters; this server accepts at most "
-                f"{settings.max_message_chars}"
-            )
-        return await _manager(request).start(
+        manager = manager_of(request)
+        manager.check_message_size(body.message)
+        return await manager.start(
             protocol, body.message, project_id=body.project_id, request_id=body.request_id,
             thread_id=body.thread_id, model=body.model, show_tool_outputs=body.show_tool_outputs,
             settings=body.settings if isinstance(body, RunRequest) else None,
@@ -316,7 +308,7 @@ def _add_stream_routes(app: FastAPI, settings: ServerSettings, caller: Caller) -
         body: ResumeRequest, request: Request, access: Annotated[Access, Depends(caller)]
     ) -> RequestRecord:
         _require_two_stage(settings)
-        return await _resume(_manager(request), body.request_id, body.resume_from_phase_index, access)
+        return await _resume(manager_of(request), body.request_id, body.resume_from_phase_index, access)
 
     @app.get("/api/protocols", response_model=list[ProtocolInfo])
     async def protocols(access: Annotated[Access, Depends(caller)]) -> list[dict[str, str]]:
@@ -329,14 +321,14 @@ def _add_stream_routes(app: FastAPI, settings: ServerSettings, caller: Caller) -
     async def run_stream(
         body: RunRequest, request: Request, record: Annotated[RequestRecord, Depends(by_path)]
     ) -> AsyncIterator[ServerSentEvent]:
-        async for item in follow_sse(_manager(request), record, 0, body.on_disconnect):
+        async for item in follow_sse(manager_of(request), record, 0, body.on_disconnect):
             yield item
 
     @app.post(FALLBACK_ROUTE, response_class=EventSourceResponse, responses=errors(*STARTS))
     async def chat_messages(
         body: ChatRequest, request: Request, record: Annotated[RequestRecord, Depends(starter("unified"))]
     ) -> AsyncIterator[ServerSentEvent]:
-        async for item in follow_sse(_manager(request), record, 0, body.on_disconnect):
+        async for item in follow_sse(manager_of(request), record, 0, body.on_disconnect):
             yield item
 
     @app.post("/api/chat/messages_two_stage", response_class=EventSourceResponse, responses=errors(*STARTS))
@@ -345,7 +337,7 @@ def _add_stream_routes(app: FastAPI, settings: ServerSettings, caller: Caller) -
         request: Request,
         record: Annotated[RequestRecord, Depends(starter("triggered_phase", two_stage=True))],
     ) -> AsyncIterator[ServerSentEvent]:
-        async for item in follow_sse(_manager(request), record, 0, body.on_disconnect):
+        async for item in follow_sse(manager_of(request), record, 0, body.on_disconnect):
             yield item
 
     @app.post(
@@ -356,7 +348,7 @@ def _add_stream_routes(app: FastAPI, settings: ServerSettings, caller: Caller) -
     async def resume(
         request: Request, record: Annotated[RequestRecord, Depends(resumed)]
     ) -> AsyncIterator[ServerSentEvent]:
-        async for item in follow_sse(_manager(request), record, record.last_seq, "stop"):
+        async for item in follow_sse(manager_of(request), record, record.last_seq, "stop"):
             yield item
 
 
@@ -377,14 +369,14 @@ def _add_request_routes(app: FastAPI, caller: Caller) -> None:
     async def get_request(
         request_id: PathId, request: Request, access: Annotated[Access, Depends(caller)]
     ) -> dict[str, Any]:
-        record = await _visible(_manager(request), request_id, access)
+        record = await _visible(manager_of(request), request_id, access)
         return _describe(record)
 
     @app.get("/api/requests/{request_id}/trace", responses=errors(404, 409))
     async def get_trace(
         request_id: PathId, request: Request, access: Annotated[Access, Depends(caller)]
     ) -> list[dict[str, Any]]:
-        manager = _manager(request)
+        manager = manager_of(request)
         record = await _visible(manager, request_id, access)
         return [
             entry.model_dump(mode="json", by_alias=True)
@@ -395,7 +387,7 @@ def _add_request_routes(app: FastAPI, caller: Caller) -> None:
         request_id: PathId, request: Request, access: Annotated[Access, Depends(caller)],
         last_event_id: Annotated[str, Header(json_schema_extra={"pattern": LAST_EVENT_ID})] = "",
     ) -> tuple[RequestRecord, int]:  # fmt: skip
-        record = await _visible(_manager(request), request_id, access)
+        record = await _visible(manager_of(request), request_id, access)
         return record, _last_event_id(last_event_id, record)
 
     @app.get(
@@ -407,7 +399,7 @@ def _add_request_routes(app: FastAPI, caller: Caller) -> None:
         request: Request, followed: Annotated[tuple[RequestRecord, int], Depends(followed)]
     ) -> AsyncIterator[ServerSentEvent]:
         record, after = followed
-        async for item in follow_sse(_manager(request), record, after, "continue"):
+        async for item in follow_sse(manager_of(request), record, after, "continue"):
             yield item
 
     async def resumed(
@@ -417,7 +409,7 @@ def _add_request_routes(app: FastAPI, caller: Caller) -> None:
         body: ResumeFrom | None = None,
     ) -> RequestRecord:
         phase_index = body.resume_from_phase_index if body else None
-        return await _resume(_manager(request), request_id, phase_index, access)
+        return await _resume(manager_of(request), request_id, phase_index, access)
 
     @app.post(
         "/api/requests/{request_id}/resume",
@@ -427,7 +419,7 @@ def _add_request_routes(app: FastAPI, caller: Caller) -> None:
     async def resume(
         request: Request, record: Annotated[RequestRecord, Depends(resumed)]
     ) -> AsyncIterator[ServerSentEvent]:
-        async for item in follow_sse(_manager(request), record, record.last_seq, "stop"):
+        async for item in follow_sse(manager_of(request), record, record.last_seq, "stop"):
             yield item
 
     @app.post(
@@ -439,7 +431,7 @@ def _add_request_routes(app: FastAPI, caller: Caller) -> None:
     async def pause(
         request_id: PathId, request: Request, access: Annotated[Access, Depends(caller)]
     ) -> dict[str, Any]:
-        manager = _manager(request)
+        manager = manager_of(request)
         await manager.pause(await _visible(manager, request_id, access))
         return {"requestId": request_id, "status": "pausing"}
 
@@ -447,7 +439,7 @@ def _add_request_routes(app: FastAPI, caller: Caller) -> None:
     async def cancel(
         request_id: PathId, request: Request, access: Annotated[Access, Depends(caller)]
     ) -> dict[str, Any]:
-        manager = _manager(request)
+        manager = manager_of(request)
         await manager.cancel(await _visible(manager, request_id, access))
         return {"requestId": request_id, "status": "cancelled"}
 
@@ -455,7 +447,7 @@ def _add_request_routes(app: FastAPI, caller: Caller) -> None:
 def _add_checkpoint_routes(app: FastAPI, caller: Caller) -> None:
     async def owner_of(request: Request, thread_id: str, access: Access) -> RequestRecord:
         """The first request of the caller's thread of that id (see ``_visible``)."""
-        found = await _manager(request).store.threads(thread_id, access.projects)
+        found = await manager_of(request).store.threads(thread_id, access.projects)
         return only_one(found, f"thread {thread_id!r}", NAME_IT)
 
     @app.get(
@@ -472,7 +464,7 @@ def _add_checkpoint_routes(app: FastAPI, caller: Caller) -> None:
         record = await owner_of(request, thread_id, access)
         spec = get_protocol(record.protocol)
         infos, next_before = await timeline(
-            spec, _manager(request).graph(spec), record.thread_key, limit=limit, before=before
+            spec, manager_of(request).graph(spec), record.thread_key, limit=limit, before=before
         )
         if next_before is not None:
             older = request.url.include_query_params(before=next_before, limit=limit)
@@ -484,14 +476,14 @@ def _add_checkpoint_routes(app: FastAPI, caller: Caller) -> None:
         thread_id: PathId, checkpoint_id: PathId, request: Request, access: Annotated[Access, Depends(caller)]
     ) -> dict[str, Any]:
         record = await owner_of(request, thread_id, access)
-        graph = _manager(request).graph(get_protocol(record.protocol))
+        graph = manager_of(request).graph(get_protocol(record.protocol))
         return await checkpoint_values(graph, record.thread_key, checkpoint_id)
 
     async def forked(
         thread_id: PathId, checkpoint_id: PathId, request: Request, access: Annotated[Access, Depends(caller)]
     ) -> RequestRecord:
         owner = await owner_of(request, thread_id, access)
-        return await _manager(request).fork(owner, checkpoint_id)
+        return await manager_of(request).fork(owner, checkpoint_id)
 
     @app.post(
         "/api/threads/{thread_id}/checkpoints/{checkpoint_id}/fork",
@@ -501,7 +493,7 @@ def _add_checkpoint_routes(app: FastAPI, caller: Caller) -> None:
     async def fork(
         request: Request, record: Annotated[RequestRecord, Depends(forked)], body: ForkRequest | None = None
     ) -> AsyncIterator[ServerSentEvent]:
-        async for item in follow_sse(_manager(request), record, 0, (body or ForkRequest()).on_disconnect):
+        async for item in follow_sse(manager_of(request), record, 0, (body or ForkRequest()).on_disconnect):
             yield item
 
 

@@ -14,12 +14,12 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from graphs.registry import get_protocol
 from nodes import telemetry
-from nodes.errors import ConfigurationError, InvalidInputError, NotFoundError, TooLargeError
+from nodes.errors import ConfigurationError, InvalidInputError, NotFoundError
 from nodes.events import ErrorEvent, Event, Final
 from server.auth import Access
 from server.checkpoints import thread_config
 from server.responses import NOT_BLANK, STARTS, errors, whole
-from server.runs import RunManager
+from server.runs import RunManager, manager_of
 from server.store import RequestRecord
 from tools import default_registry
 from tools.networks import (
@@ -141,12 +141,8 @@ def network_routes(caller: Any) -> APIRouter:
     @router.post("/run", response_model=NetworkRunAnswer, responses=errors(*STARTS))
     async def run_network(body: NetworkRunRequest, request: Request, access: Caller) -> NetworkRunAnswer:
         access.require(body.project_id)
-        manager = _manager(request)
-        if len(body.user_message) > manager.settings.max_message_chars:
-            raise TooLargeError(
-                f"the message has {len(body.user_message)} characters; this server accepts at most "
-                f"{manager.settings.max_message_chars}"
-            )
+        manager = manager_of(request)
+        manager.check_message_size(body.user_message)
         if body.version is not None and not body.network:
             raise ConfigurationError("version needs a network: the bundled example has no versions")
         if body.network:
@@ -197,11 +193,6 @@ def network_routes(caller: Any) -> APIRouter:
         return (await _published(request, project_id, name, version)).model_dump(mode="json")
 
     return router
-
-
-def _manager(request: Request) -> RunManager:
-    manager: RunManager = request.app.state.manager
-    return manager
 
 
 def _networks(request: Request) -> NetworkStore:

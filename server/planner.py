@@ -14,11 +14,10 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from nodes.errors import TooLargeError
 from nodes.planner.guidance import ContextType, ProfileName
 from server.auth import Access
 from server.responses import STARTS, errors
-from server.runs import RunManager
+from server.runs import manager_of
 from server.sse import follow_sse
 from server.store import RequestRecord
 from tools.planning import LedgerFilter, PlanningStore
@@ -70,12 +69,8 @@ def planner_routes(caller: Any) -> APIRouter:
 
     async def started(body: AgentStreamRequest, request: Request, access: Caller) -> RequestRecord:
         access.require(body.project_id)
-        manager = _manager(request)
-        if len(body.message) > manager.settings.max_message_chars:
-            raise TooLargeError(
-                f"the message has {len(body.message)} characters; this server accepts at most "
-                f"{manager.settings.max_message_chars}"
-            )
+        manager = manager_of(request)
+        manager.check_message_size(body.message)
         settings: dict[str, Any] = {
             "context_type": body.context_type,
             "entity_id": body.entity_id,
@@ -98,7 +93,7 @@ def planner_routes(caller: Any) -> APIRouter:
     async def agent_stream(
         body: AgentStreamRequest, request: Request, record: Annotated[RequestRecord, Depends(started)]
     ) -> AsyncIterator[ServerSentEvent]:
-        async for item in follow_sse(_manager(request), record, 0, body.on_disconnect):
+        async for item in follow_sse(manager_of(request), record, 0, body.on_disconnect):
             yield item
 
     @router.get("/api/usage", response_model=UsageReportBody, responses=errors(400, 403))
@@ -160,11 +155,6 @@ def planner_routes(caller: Any) -> APIRouter:
         return ErrorReportBody.model_validate(report.model_dump(mode="json"))
 
     return router
-
-
-def _manager(request: Request) -> RunManager:
-    manager: RunManager = request.app.state.manager
-    return manager
 
 
 def _planning(request: Request) -> PlanningStore:

@@ -21,11 +21,12 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
+from starlette.requests import Request
 
 from graphs.registry import ProtocolSpec, get_protocol
 from graphs.run import stream_graph, turn_input
 from nodes.context import RunContext
-from nodes.errors import ConfigurationError, ConflictError, NotFoundError
+from nodes.errors import ConfigurationError, ConflictError, NotFoundError, TooLargeError
 from nodes.events import Cancelled, ErrorEvent, Event, EventBase, Final, Paused, Resumed
 from nodes.models import public_spec
 from nodes.redact import redactor
@@ -160,6 +161,14 @@ class RunManager:
         self._fresh[record.request_key] = self.hub.subscribe(record.request_key)
         self._launch(record, graph_input, thread_config(record.thread_key))
         return record
+
+    def check_message_size(self, message: str) -> None:
+        """Refuse a message longer than this server accepts (413), before anything else is looked up."""
+        if len(message) > self.settings.max_message_chars:
+            raise TooLargeError(
+                f"the message has {len(message)} characters; this server accepts at most "
+                f"{self.settings.max_message_chars}"
+            )
 
     def _allowed_model(self, model: str | None) -> str:
         """The spec a request may run: the default, an allowed spec, or one named as clients see it."""
@@ -556,3 +565,9 @@ def _status_after(event: Event) -> Status | None:
         Paused: "paused",
     }
     return next((status for kind, status in statuses.items() if isinstance(event, kind)), None)
+
+
+def manager_of(request: Request) -> RunManager:
+    """The app's run manager (every router's routes drive runs through it)."""
+    manager: RunManager = request.app.state.manager
+    return manager

@@ -27,6 +27,7 @@ from nodes.planner.prompts import (
 )
 from nodes.planner.state import PendingCall, PlannerState, meta
 from nodes.prompts import ARGS_TOO_LARGE
+from nodes.structured import hit_token_limit
 
 OPERATION = "planner_stream"
 CUT_OFF = (
@@ -112,8 +113,7 @@ def _message(reply: AIMessageChunk | None) -> AIMessage:
 def _calls(message: AIMessage, max_chars: int) -> list[PendingCall]:
     """Every call of the reply; a broken or oversized one carries the error the model will read."""
     calls: list[PendingCall] = []
-    meta = message.response_metadata
-    cut = (meta.get("finish_reason") or meta.get("stop_reason")) in ("length", "max_tokens")
+    cut = hit_token_limit(message)
     for call in message.tool_calls:
         size = len(json.dumps(call["args"]))
         pending = PendingCall(id=call["id"] or f"call_{len(calls) + 1}", name=call["name"], args=call["args"])

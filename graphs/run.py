@@ -81,6 +81,7 @@ async def stream_graph(
     traces: TraceStore | None = None,
     seq_start: int = 0,
     durability: Durability | None = None,
+    interrupts: dict[str, Any] | None = None,
 ) -> AsyncIterator[Event]:
     """Run ``graph`` and yield the typed events its nodes emit; a failure ends with an ``error`` event.
 
@@ -96,6 +97,7 @@ async def stream_graph(
         traces: Where trace entries go (the process default when omitted).
         seq_start: Last ``seq`` already sent for this request, so a resumed run continues it.
         durability: When checkpoints are saved (LangGraph's ``durability``; its default when omitted).
+        interrupts: ``interrupt_before``/``interrupt_after`` for this run (the compiled ones when omitted).
     """
     store = traces or DEFAULT_TRACES
     stamper = _Stamper(context, spec.id, seq_start)
@@ -103,7 +105,13 @@ async def stream_graph(
     try:
         # subgraphs: a protocol's subgraph (planner's plan executor) emits through its own writer
         async for _, chunk in graph.astream(
-            graph_input, config, context=context, stream_mode="custom", durability=durability, subgraphs=True
+            graph_input,
+            config,
+            context=context,
+            stream_mode="custom",
+            durability=durability,
+            subgraphs=True,
+            **(interrupts or {}),
         ):
             custom = cast(dict[str, Any], chunk)
             if TRACE_KEY in custom:

@@ -340,7 +340,7 @@ class Paused(EventBase):
     """The run stopped at a pause point and can be resumed."""
 
     type: Literal["paused"] = "paused"
-    reason: Literal["requested", "disconnected", "shutdown", "crashed"]
+    reason: Literal["requested", "disconnected", "shutdown", "crashed", "interrupt"]
 
 
 class Resumed(EventBase):

@@ -35,6 +35,7 @@ from nodes.models import public_spec
 from nodes.settings import ServerSettings
 from server.auth import Access, access_for, parse_tokens
 from server.checkpoints import DEFAULT_PAGE, MAX_PAGE, checkpoint_values, timeline
+from server.langgraph_api import langgraph_routes
 from server.networks import InvalidNetwork, network_routes
 from server.persistence import open_checkpointer
 from server.planner import planner_routes
@@ -214,6 +215,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     _add_checkpoint_routes(app, caller)
     app.include_router(network_routes(caller))
     app.include_router(planner_routes(caller))
+    app.include_router(langgraph_routes(caller))
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:

@@ -177,13 +177,18 @@ def document_settings(schema: dict[str, Any], settings: ServerSettings) -> dict[
         schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
         body = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
         for path, operations in schema["paths"].items():
-            if path.startswith("/api/") or path == "/run":
+            if path.startswith(GUARDED) or path == "/run":
                 for operation in operations.values():
                     operation["security"] = [{"bearer": []}]
                     operation["responses"]["401"] = {"description": _WHY[401], "content": body}
                     # Every /api route takes ?projectId=, which a token must cover.
                     operation["responses"]["403"] = {"description": _WHY[403], "content": body}
     return schema
+
+
+#: Paths whose routes need a token when the server has tokens: phasegraph's own, the LangGraph
+#: Server API's (its /ok and /info stay open, as on the reference server) and AG-UI's.
+GUARDED = ("/api/", "/assistants", "/threads", "/runs", "/ag-ui/")
 
 
 class DeclaredTooLarge:

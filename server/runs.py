@@ -36,6 +36,7 @@ from server.checkpoints import end_of_phase, require_next, snapshot_at, thread_c
 from server.eventlog import EventLog, Superseded
 from server.live import LiveHub, Subscription
 from server.recovery import is_orphaned, new_owner_id, replaced_from
+from server.stops import RunStops
 from server.store import RequestRecord, RequestStore, Status, scoped_key
 from server.wakeups import Wakeups
 
@@ -55,6 +56,8 @@ SLOW_POLL_SECONDS = 1.0
 STOPS = (Final, ErrorEvent, Cancelled, Paused)
 #: Why a local run stops when another replica has taken it over (it adds nothing more).
 SUPERSEDED = "superseded"
+#: ``start``'s default input: the message is the user's turn.
+TURN: Any = object()
 
 
 class _Buffer:
@@ -133,14 +136,19 @@ class RunManager:
     async def start(
         self, protocol: str, message: str, *, project_id: str, request_id: str | None, thread_id: str | None,
         model: str | None, show_tool_outputs: bool, settings: dict[str, Any] | None = None,
+        graph_input: Any = TURN, options: dict[str, Any] | None = None, checkpoint_id: str | None = None,
     ) -> RequestRecord:  # fmt: skip
         """Create a request and start its run in the background.
 
         ``settings`` are the Context fields the client chose (checked against what the protocol allows).
+        By default ``message`` is the user's turn; a LangGraph API run passes its own ``graph_input``
+        instead (state, a ``Command`` or ``None`` to continue), may start from ``checkpoint_id`` (a
+        fork) and keeps its ``options`` (``interrupt_before``/``interrupt_after``) on the record.
         """
         spec = get_protocol(protocol)
         client = spec.client_settings(settings or {})
-        spec.check_message(message)
+        if graph_input is TURN:
+            spec.check_message(message)
         chosen = self._allowed_model(model)
         request_id = request_id or uuid4().hex
         thread_id = thread_id or request_id
@@ -152,14 +160,16 @@ class RunManager:
         thread_key = await self._thread_key(first, thread_id, spec.id, project_id)
         fields = {**client, "model": chosen, "project_id": project_id, "show_tool_outputs": show_tool_outputs}
         record = self._new_record(request_id, project_id, spec.id, thread_id, thread_key, fields)
+        record.options = options or {}
         self.context_for(record)  # a bad model spec fails here, before anything is stored
         await self.store.create(record)
-        graph_input: Any = {"messages": [HumanMessage(message)]}
-        if first is not None:  # a thread's later turn may answer the question its last turn asked
-            graph_input = await turn_input(self.graph(spec), thread_config(record.thread_key), message)
+        if graph_input is TURN:
+            graph_input = {"messages": [HumanMessage(message)]}
+            if first is not None:  # a thread's later turn may answer the question its last turn asked
+                graph_input = await turn_input(self.graph(spec), thread_config(record.thread_key), message)
         # Subscribed before the run starts, so its stream needs no first read of the store.
         self._fresh[record.request_key] = self.hub.subscribe(record.request_key)
-        self._launch(record, graph_input, thread_config(record.thread_key))
+        self._launch(record, graph_input, thread_config(record.thread_key, checkpoint_id))
         return record
 
     def check_message_size(self, message: str) -> None:
@@ -485,11 +495,16 @@ class RunManager:
     ) -> None:  # fmt: skip
         spec, key = get_protocol(record.protocol), record.request_key
         written: asyncio.Future[None] | None = None
+        stops = RunStops.of(record.options, spec.pause_after)
         while True:
             held: list[Event] = []  # the terminal event and anything after it
+            # Checkpoints name the request that made them (the LangGraph API's run_id): a run's own
+            # checkpoints are its values and updates there.
+            config = {**config, "metadata": {**config.get("metadata", {}), "run_id": record.request_id}}
             async for event in stream_graph(spec, graph, graph_input, context, config, traces=traces,
                                             seq_start=self._queued[key],
-                                            durability=self.settings.durability):  # fmt: skip
+                                            durability=self.settings.durability,
+                                            interrupts=stops.interrupts()):  # fmt: skip
                 if held or isinstance(event, Final | ErrorEvent):
                     held.append(event)
                     continue
@@ -506,7 +521,10 @@ class RunManager:
                 return
             if written is not None:  # at a pause point clients have been shown the whole segment
                 await asyncio.shield(written)
-            if (reason := self._pauses.pop(key, None)) is not None:
+            reason = self._pauses.pop(key, None)
+            if reason is None and stops and await stops.reached(graph, thread_config(record.thread_key)):
+                reason = "interrupt"  # a stop the run asked for (LangGraph API interrupt_before/after)
+            if reason is not None:
                 done = record.model_copy(update={"last_seq": self._queued[key]})
                 await self._stop(done, "paused", Paused, reason=reason, traces=traces.drain())
                 return

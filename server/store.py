@@ -49,6 +49,17 @@ requests_table = sa.Table(
     sa.Column("heartbeat_at", sa.Float, nullable=True),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
+    sa.Column("options", sa.JSON, nullable=False, default=dict),
+)
+threads_table = sa.Table(
+    "phasegraph_threads",
+    metadata,
+    sa.Column("thread_key", KEY, primary_key=True),
+    sa.Column("thread_id", sa.String(200), nullable=False),
+    sa.Column("project_id", sa.String(200), nullable=False, index=True),
+    sa.Column("metadata", sa.JSON, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
 )
 events_table = sa.Table(
     "phasegraph_events",
@@ -156,6 +167,8 @@ class RequestRecord(BaseModel):
     heartbeat_at: float | None = None
     created_at: float = Field(default_factory=time.time)
     updated_at: float = Field(default_factory=time.time)
+    # How a LangGraph API run asked to be driven (interrupts, start checkpoint, metadata); {} otherwise.
+    options: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _scoped_keys(self) -> RequestRecord:
@@ -188,6 +201,11 @@ class RequestStore:
         self._guard: contextlib.AbstractAsyncContextManager[Any] = (
             asyncio.Lock() if serialize else contextlib.nullcontext()
         )
+
+    @property
+    def guard(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        """Held around every use of the engine (one shared connection must not interleave)."""
+        return self._guard
 
     @classmethod
     def for_checkpointer(cls, checkpointer: str) -> RequestStore:

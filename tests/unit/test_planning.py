@@ -581,7 +581,8 @@ async def test_migration_0004_keeps_tables_ensure_schema_made_first(tmp_path: Pa
     await _migrate(f"sqlite:{database}")
     await _migrate(f"sqlite:{database}")  # a second start finds nothing to do
     with sqlite3.connect(database) as db:
-        assert db.execute("SELECT version_num FROM phasegraph_alembic_version").fetchall() == [("0004",)]
+        (version,) = db.execute("SELECT version_num FROM phasegraph_alembic_version").fetchone()
+        assert version >= "0004"
     assert [p.project_id for p in await planning.domain.list_projects(scope)] == ["early"]
     await planning.ensure_schema()
     await planning.close()

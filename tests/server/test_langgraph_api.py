@@ -1,0 +1,239 @@
+"""phasegraph's side of the LangGraph Server API: what the reference cannot check for us.
+
+Refusals name the field; projects stay apart; a run started here is an ordinary request (trace,
+pause, web page); ``enqueue`` waits its turn; a client that leaves can cancel its run; and the
+planner's confirmation ``interrupt()`` is answered with ``Command(resume=...)``.
+(tests/studio/test_server_api.py runs the shared behaviour against both servers.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_sync_client
+from langgraph_sdk.client import SyncLangGraphClient
+from langgraph_sdk.errors import NotFoundError, PermissionDeniedError
+
+from nodes.emit import EVENT_KEY
+from nodes.events import Event, parse_event
+from tests.helpers import turn, write_script
+from tests.server.conftest import Server, demo_server, slow_script
+from tools.planning import PlanningStore, open_planning
+
+ASK = {"messages": [{"role": "user", "content": "Summarise the roadmap in the docs folder."}]}
+TOKENS = "token-a:alpha;token-b:beta"
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    folder = tmp_path_factory.mktemp("lgapi-scripts")
+    (folder / "archive").mkdir()
+    archive = write_script(
+        folder / "archive",
+        turn("", ("archive_project", {})),
+        turn("", ("archive_project", {})),
+        turn("Orbit is archived."),
+    )
+    return {"slow": slow_script(folder, 60), "archive": archive}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, models: dict[str, str]) -> Iterator[Server]:
+    allowed = ",".join(models.values())
+    with demo_server(
+        tmp_path_factory, "lgapi", PHASEGRAPH_ALLOWED_MODELS=allowed, PHASEGRAPH_API_TOKENS=TOKENS
+    ) as s:
+        yield s
+
+
+def _client(server: Server, token: str = "token-a", project: str | None = None) -> SyncLangGraphClient:
+    headers = {"Authorization": f"Bearer {token}"}
+    if project:
+        headers["X-Phasegraph-Project"] = project
+    return get_sync_client(url=server.url, headers=headers, timeout=60)
+
+
+@pytest.fixture
+def client(server: Server) -> Iterator[SyncLangGraphClient]:
+    sdk = _client(server)
+    yield sdk
+    sdk.http.client.close()
+
+
+def _events(parts: list[Any]) -> list[Event]:
+    return [parse_event(p.data[EVENT_KEY]) for p in parts if p.event == "custom" and EVENT_KEY in p.data]
+
+
+def _raw(server: Server, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    headers = {"Authorization": "Bearer token-a", **kwargs.pop("headers", {})}
+    return httpx.request(method, f"{server.url}{path}", headers=headers, timeout=30, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"webhook": "http://127.0.0.1:9/hook"}, "webhook"),
+        ({"after_seconds": 5}, "after_seconds"),
+        ({"stream_mode": "events"}, "stream_mode"),
+        ({"stream_mode": ["values", "debug"]}, "stream_mode"),
+        ({"multitask_strategy": "rollback"}, "multitask_strategy"),
+        ({"command": {"goto": "tool_phase"}}, "goto"),
+    ],
+)
+def test_an_unsupported_field_is_refused_naming_it(server: Server, body: dict[str, Any], field: str):
+    thread = _raw(server, "POST", "/threads", json={}).json()["thread_id"]
+    answer = _raw(server, "POST", f"/threads/{thread}/runs/stream",
+                  json={"assistant_id": "triggered_phase", "input": ASK, **body})  # fmt: skip
+    assert answer.status_code == 422, answer.text
+    assert any(field in [str(part) for part in error["loc"]] for error in answer.json()["detail"])
+    assert _raw(server, "GET", f"/threads/{thread}/runs").json() == []  # nothing was started
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({"interrupt_before": ["no_such_node"]}, "'no_such_node' is not a node of 'triggered_phase'"),
+        ({"input": {"messages": [], "secret": 1}}, "input.secret is not an input"),
+        ({"command": {"resume": "x"}}, "input and command: send one of them"),
+        ({"context": {"workspace": "/etc"}}, "settings.workspace cannot be set"),
+        ({"assistant_id": "nope"}, "assistant 'nope' not found"),
+    ],
+)
+def test_a_run_that_cannot_be_started_says_why_and_starts_nothing(
+    server: Server, body: dict[str, Any], says: str
+):
+    thread = _raw(server, "POST", "/threads", json={}).json()["thread_id"]
+    answer = _raw(server, "POST", f"/threads/{thread}/runs/wait",
+                  json={"assistant_id": "triggered_phase", "input": ASK, **body})  # fmt: skip
+    assert answer.status_code in (400, 404, 422), answer.text
+    assert says in answer.json()["message"]
+    assert _raw(server, "GET", f"/threads/{thread}/runs").json() == []
+
+
+def test_threads_and_runs_stay_in_their_project(server: Server):
+    alpha, beta = _client(server), _client(server, "token-b")
+    thread_id = alpha.threads.create(metadata={"owner": "alpha"})["thread_id"]
+    alpha.runs.wait(thread_id, "triggered_phase", input=ASK)
+    with pytest.raises(NotFoundError):
+        beta.threads.get(thread_id)
+    with pytest.raises(httpx.HTTPStatusError, match="404"):  # wait raises httpx's own error
+        beta.runs.wait(thread_id, "triggered_phase", input=ASK)
+    assert beta.threads.search(metadata={"owner": "alpha"}) == []
+    with pytest.raises(PermissionDeniedError):  # a project the token does not cover
+        _client(server, "token-b", project="alpha").threads.get(thread_id)
+    assert _raw(server, "GET", "/threads/x", headers={"Authorization": ""}).status_code == 401
+
+
+def test_a_run_is_an_ordinary_request_with_a_trace(server: Server, client: SyncLangGraphClient):
+    thread_id = client.threads.create()["thread_id"]
+    parts = list(client.runs.stream(thread_id, "triggered_phase", input=ASK, stream_mode="custom"))
+    run_id = parts[0].data["run_id"]
+    record = _raw(server, "GET", f"/api/requests/{run_id}", params={"projectId": "alpha"}).json()
+    assert (record["protocol"], record["threadId"], record["status"]) == (
+        "triggered_phase",
+        thread_id,
+        "completed",
+    )
+    trace = _raw(server, "GET", f"/api/requests/{run_id}/trace", params={"projectId": "alpha"}).json()
+    assert trace  # the run's trace is kept like any request's
+    assert record["lastSeq"] == max(e.seq for e in _events(parts))  # every event was streamed here too
+
+
+def test_a_run_paused_by_phasegraph_is_interrupted_there_and_goes_on_with_a_new_run(
+    server: Server, client: SyncLangGraphClient, models: dict[str, str]
+):
+    thread_id = client.threads.create()["thread_id"]
+    run = client.runs.create(thread_id, "triggered_phase", input=ASK, context={"model": models["slow"]})
+    deadline = time.monotonic() + 30
+    while (
+        _raw(
+            server, "POST", f"/api/requests/{run['run_id']}/pause", params={"projectId": "alpha"}
+        ).status_code
+        != 202
+    ):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    while client.runs.get(thread_id, run["run_id"])["status"] == "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert client.threads.get(thread_id)["status"] == "interrupted"
+    assert client.threads.get_state(thread_id)["next"]
+    rest = list(client.runs.stream(thread_id, "triggered_phase", input=None, stream_mode="custom",
+                                   context={"model": models["slow"]}))  # fmt: skip
+    assert [e.type for e in _events(rest)].count("final") == 1
+    assert client.threads.get(thread_id)["status"] == "idle"
+
+
+def test_enqueue_waits_for_the_running_run_then_runs(client: SyncLangGraphClient, models: dict[str, str]):
+    thread_id = client.threads.create()["thread_id"]
+    first = client.runs.create(thread_id, "triggered_phase", input=ASK, context={"model": models["slow"]})
+    second = client.runs.wait(thread_id, "triggered_phase", input=ASK, multitask_strategy="enqueue")
+    assert client.runs.get(thread_id, first["run_id"])["status"] == "success"
+    assert second["answer"]
+    runs = client.runs.list(thread_id)
+    assert [r["status"] for r in runs] == ["success", "success"]
+    humans = [m for m in client.threads.get_state(thread_id)["values"]["messages"] if m["type"] == "human"]
+    assert len(humans) == 2
+
+
+def test_a_client_that_leaves_can_cancel_its_run(
+    server: Server, client: SyncLangGraphClient, models: dict[str, str]
+):
+    thread_id = client.threads.create()["thread_id"]
+    stream = client.runs.stream(thread_id, "triggered_phase", input=ASK, stream_mode="custom",
+                                context={"model": models["slow"]}, on_disconnect="cancel")  # fmt: skip
+    seen = []
+    for part in stream:
+        seen.append(part)
+        if len(_events(seen)) == 3:
+            break
+    stream.close()
+    run_id = seen[0].data["run_id"]
+    deadline = time.monotonic() + 30
+    while client.runs.get(thread_id, run_id)["status"] == "running":
+        assert time.monotonic() < deadline, "the run went on"
+        time.sleep(0.05)
+    assert client.runs.get(thread_id, run_id)["status"] == "interrupted"
+    record = _raw(server, "GET", f"/api/requests/{run_id}", params={"projectId": "alpha"}).json()
+    assert record["status"] == "cancelled"
+
+
+def test_a_missing_thread_is_404_unless_the_run_may_create_it(client: SyncLangGraphClient):
+    with pytest.raises(httpx.HTTPStatusError, match="404"):
+        client.runs.wait("no-such-thread", "triggered_phase", input=ASK)
+    made = client.runs.wait("made-by-its-run", "triggered_phase", input=ASK, if_not_exists="create")
+    assert made["answer"] and client.threads.get("made-by-its-run")["status"] == "idle"
+
+
+def test_the_planners_confirmation_is_an_interrupt_answered_with_a_command(
+    server: Server, client: SyncLangGraphClient, models: dict[str, str]
+):
+    async def create(store: PlanningStore) -> None:
+        try:
+            await store.domain.create_project("alpha", "Orbit", "event-plan")
+        finally:
+            await store.close()
+
+    asyncio.run(create(open_planning(server.env["PHASEGRAPH_CHECKPOINTER"])))
+    context = {"model": models["archive"], "context_type": "project", "entity_id": "orbit"}
+    thread_id = client.threads.create()["thread_id"]
+    ask = {"messages": [{"role": "user", "content": "Archive Orbit"}]}
+    asking = list(client.runs.stream(thread_id, "planner", input=ask,
+                                     context=context, stream_mode=["updates", "custom"]))  # fmt: skip
+    interrupts = [
+        p.data["__interrupt__"] for p in asking if p.event == "updates" and "__interrupt__" in p.data
+    ]
+    assert interrupts and "archive_project" in str(interrupts[-1][0]["value"])
+    thread = client.threads.get(thread_id)
+    assert thread["status"] == "interrupted" and thread["interrupts"]
+    yes = {"resume": "yes, archive it"}
+    done = list(client.runs.stream(thread_id, "planner", command=yes, context=context,
+                                   stream_mode="custom"))  # fmt: skip
+    results = [e for e in _events(done) if e.type == "tool_result"]
+    assert [(e.name, e.status) for e in results] == [("archive_project", "ok")]
+    assert client.threads.get(thread_id)["status"] == "idle"

@@ -17,6 +17,7 @@ from bench.harness import Row, not_landed
 from bench.overhead import durability_rows, overhead_rows
 from bench.planner import planner_rows
 from bench.report import markdown, workloads, write_json
+from bench.retention import retention_rows
 from bench.server_load import server_rows
 from bench.xml_contract import xml_contract_rows
 
@@ -36,6 +37,7 @@ async def measure(quick: bool, workdir: Path) -> list[Row]:
     rows += await agent_network_rows(workdir, quick)
     rows += await xml_contract_rows(workdir, quick)
     rows += await planner_rows(workdir, quick)
+    rows += await retention_rows(workdir, quick)
     rows += await server_rows(quick, workdir)
     rows += [not_landed("6", protocol, seed) for protocol, seed in LATER_PROTOCOLS.items()]
     return sorted(rows, key=lambda r: r.key)

@@ -141,6 +141,16 @@ class ServerSettings(BaseSettings):
     api_tokens: SecretStr | None = Field(
         default=None, description='Bearer tokens and their projects: "tokenA:projX,projY;tokenB:*".'
     )
+    retention: str = Field(
+        default="",
+        description="Checkpoint retention, applied in the background and by `phasegraph prune`: "
+        "keep_latest=N keeps each thread's newest N checkpoints per namespace (N >= 1), ttl=30d removes "
+        "threads whose newest checkpoint is older (units s, m, h, d); both as keep_latest=20,ttl=30d. "
+        "Empty: off. Threads of paused or running requests keep what they need to resume.",
+    )
+    retention_interval_seconds: float = Field(
+        default=300.0, gt=0, description="Seconds between retention rounds (one also runs at start)."
+    )
 
     def bearer_tokens(self) -> list[str]:
         """The token strings of ``api_tokens`` (secrets, whatever projects they cover)."""

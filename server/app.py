@@ -51,6 +51,7 @@ from server.responses import (
     http_kind,
     whole,
 )
+from server.retention import Retention, parse_retention
 from server.runs import RunManager, manager_of
 from server.sse import follow_sse
 from server.store import RequestRecord, RequestStore, only_one
@@ -150,6 +151,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if not Path(settings.workspace).is_dir():  # an operator's mistake: refuse to start, not per request
             raise ConfigurationError(f"PHASEGRAPH_WORKSPACE {settings.workspace!r} is not a folder")
+        retention = parse_retention(settings.retention)  # a malformed policy refuses to start, too
         async with open_checkpointer(settings.checkpointer) as saver:
             store = RequestStore.for_checkpointer(settings.checkpointer)
             await store.setup()
@@ -159,9 +161,11 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
             app.state.planning = open_planning(settings.checkpointer)
             await app.state.planning.ensure_schema()
             await manager.open()
+            pruning = Retention(retention, settings.retention_interval_seconds, saver, store).start()
             try:
                 yield
             finally:
+                await pruning.stop()
                 await manager.close()
                 await app.state.networks.close()
                 await app.state.planning.close()

@@ -133,7 +133,10 @@ async def end_of_phase(
                 found = snap
                 break
         if found is None:
-            raise NotFoundError(f"the run never reached phase {phase_index}")
+            raise NotFoundError(
+                f"the thread has no checkpoint for phase {phase_index}: the run never reached it, or "
+                "checkpoint retention (PHASEGRAPH_RETENTION) removed it"
+            )
         chosen = found
     require_next(chosen)
     fork = chosen.config["configurable"]["checkpoint_id"] != latest.config["configurable"]["checkpoint_id"]

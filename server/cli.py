@@ -21,6 +21,7 @@ from nodes.redact import RedactingFilter, redact_logging
 from server.checkpoints import DEFAULT_PAGE, MAX_PAGE
 from server.dataset_cli import dataset_app
 from server.networks_cli import network_app
+from server.prune_cli import prune_command
 from server.render import EventRenderer
 from server.usage_cli import usage_command
 
@@ -115,6 +116,7 @@ def _log_config() -> dict[str, Any]:
     for handler in config["handlers"].values():
         handler["filters"] = ["redact"]
     config["root"] = {"handlers": ["default"], "level": "WARNING"}
+    config["loggers"]["server.retention"] = {"level": "INFO"}  # what each retention round removed
     return config
 
 
@@ -141,6 +143,7 @@ def inspect_command(
 
 
 app.command("usage")(usage_command)
+app.command("prune")(prune_command)
 app.add_typer(network_app, name="network")
 app.add_typer(dataset_app, name="dataset")
 

@@ -33,6 +33,7 @@ from nodes.errors import (
 )
 from nodes.models import public_spec
 from nodes.settings import ServerSettings
+from server.ag_ui import ag_ui_routes
 from server.auth import Access, access_for, parse_tokens
 from server.checkpoints import DEFAULT_PAGE, MAX_PAGE, checkpoint_values, timeline
 from server.langgraph_api import langgraph_routes
@@ -219,6 +220,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     _add_checkpoint_routes(app, caller)
     app.include_router(network_routes(caller))
     app.include_router(planner_routes(caller))
+    app.include_router(ag_ui_routes(caller))
     app.include_router(langgraph_routes(caller))
 
     @app.get("/healthz")

@@ -26,7 +26,7 @@ from schemathesis.core.failures import FailureGroup
 from nodes.models import DEMO_WORKSPACE
 from nodes.settings import ServerSettings
 from server.app import create_app
-from server.responses import _BLANK, NOT_BLANK
+from server.responses import _BLANK, GUARDED, NOT_BLANK
 from tests.server.conftest import Server, free_port
 
 SCHEMATHESIS = str(Path(sys.executable).parent / "schemathesis")
@@ -64,6 +64,10 @@ checks.positive_data_acceptance.expected-statuses = {json.dumps(PUBLISH_POSITIVE
 
 [[operations]]
 include-path = "/api/runs/{{protocol}}/stream"
+checks.positive_data_acceptance.expected-statuses = {json.dumps(SETTINGS_POSITIVE)}
+
+[[operations]]
+include-path = "/ag-ui/{{protocol}}"
 checks.positive_data_acceptance.expected-statuses = {json.dumps(SETTINGS_POSITIVE)}
 
 [[operations]]
@@ -182,7 +186,7 @@ def test_the_schema_states_what_the_settings_decide() -> None:
     assert all("401" not in op["responses"] for ops in plain["paths"].values() for op in ops.values())
     guarded = TOKENS.raw_schema
     assert guarded["components"]["securitySchemes"] == {"bearer": {"type": "http", "scheme": "bearer"}}
-    api = [op for path, ops in guarded["paths"].items() if path.startswith("/api/") for op in ops.values()]
+    api = [op for path, ops in guarded["paths"].items() if path.startswith(GUARDED) for op in ops.values()]
     assert api and all("401" in op["responses"] and op["security"] == [{"bearer": []}] for op in api)
 
 
@@ -190,7 +194,9 @@ def test_streams_answer_events_and_refuse_in_json() -> None:
     paths = TOKENS.raw_schema["paths"]
     assert list(paths["/"]["get"]["responses"]["200"]["content"]) == ["text/html"]
     streaming = [op for ops in paths.values() for op in ops.values() if "text/event-stream" in str(op)]
-    assert len(streaming) == 8  # the seven shared streaming routes and the planner's /api/agent/stream
+    # the seven shared streaming routes, the planner's /api/agent/stream, the LangGraph Server API's
+    # three (a run on a thread, a stateless run, a join) and AG-UI's
+    assert len(streaming) == 12
     for operation in streaming:
         for status, response in operation["responses"].items():
             expected = ["text/event-stream"] if status == "200" else ["application/json"]

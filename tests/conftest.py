@@ -1,12 +1,15 @@
-"""Shared fixtures: a private workspace and a run collector with its own trace store."""
+"""Shared fixtures: a private workspace, a run collector with its own traces, a fresh Postgres database."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
+import psycopg
 import pytest
 
 from graphs.run import RunResult, run
@@ -58,3 +61,19 @@ def _clear_settings() -> None:
     provider_settings.cache_clear()
     run_settings.cache_clear()
     redactor.cache_clear()
+
+
+@pytest.fixture
+def fresh_postgres() -> Iterator[str]:
+    """A new, empty Postgres database on the test server (``PHASEGRAPH_TEST_POSTGRES_URL``), dropped after."""
+    base = os.environ.get("PHASEGRAPH_TEST_POSTGRES_URL")
+    if not base:
+        pytest.skip("PHASEGRAPH_TEST_POSTGRES_URL unset")
+    name = f"phasegraph_test_{uuid4().hex[:12]}"
+    with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield base.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with psycopg.connect(base, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

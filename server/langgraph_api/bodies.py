@@ -44,15 +44,13 @@ class CheckpointBody(_Body):
 
     checkpoint_id: str
     checkpoint_ns: Literal[""] = ""
-    thread_id: str | None = None
-    checkpoint_map: dict[str, Any] | None = None
+    thread_id: str | None = None  # as a state's ``checkpoint`` names it: must be the run's thread
 
 
 class ConfigBody(_Body):
     """``config``: its ``configurable`` keys are read as ``context`` (the protocol's settings)."""
 
     configurable: dict[str, Any] = Field(default_factory=dict)
-    tags: list[str] = Field(default_factory=list)
 
 
 class RunFields(_Body):
@@ -70,7 +68,6 @@ class RunFields(_Body):
     interrupt_before: Nodes | None = None
     interrupt_after: Nodes | None = None
     on_disconnect: Literal["cancel", "continue"] = "continue"
-    checkpoint_during: bool | None = None
 
     def modes(self) -> list[str]:
         """The stream modes, as a list."""

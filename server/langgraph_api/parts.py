@@ -67,11 +67,13 @@ class RunParts:
 
     async def _parts(self) -> AsyncIterator[tuple[int, int, str, Any]]:
         yield 0, 0, "metadata", {"run_id": self.record.request_id, "attempt": 1}
-        last = 0
+        last, flushed = 0, self.base_step  # steps below ``flushed`` have been looked at
         async for event in self.manager.follow(self.record, 0):
             n, last = 0, event.seq
-            if event.graph_step is not None and self.modes & STATE_MODES:
-                for name, data in await self._steps(before=event.graph_step):
+            step = event.graph_step
+            if step is not None and step > flushed and self.modes & STATE_MODES:  # a new superstep began
+                flushed = step
+                for name, data in await self._steps(before=step):
                     yield event.seq, n, name, data
                     n += 1
             for name, data in self._of_event(event):

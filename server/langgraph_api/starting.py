@@ -126,6 +126,8 @@ async def start_run(
     checkpoint_id = None
     if isinstance(body, ThreadRunBody):
         checkpoint_id = body.checkpoint.checkpoint_id if body.checkpoint else body.checkpoint_id
+        if body.checkpoint and body.checkpoint.thread_id not in (None, thread.thread_id):
+            raise InvalidInputError("checkpoint.thread_id: a run forks a checkpoint of its own thread")
         options["multitask_strategy"] = body.multitask_strategy
         await wait_for_turn(manager, thread.thread_key, body.multitask_strategy)
     base = await graph.aget_state(thread_config(thread.thread_key, checkpoint_id))

@@ -1,14 +1,9 @@
 """Ids are per project: another project's ids neither conflict nor reveal anything; old databases migrate."""
 
-import os
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
-from uuid import uuid4
 
 import httpx
-import psycopg
-import pytest
 import sqlalchemy as sa
 from alembic.script import ScriptDirectory
 
@@ -164,23 +159,6 @@ def test_an_sqlite_database_from_before_migrations_is_upgraded_in_place(servers,
             "SELECT options FROM phasegraph_requests WHERE request_id = 'old-1'"
         ).fetchone() == ("{}",)
         assert db.execute("SELECT count(*) FROM phasegraph_threads").fetchone() == (0,)
-
-
-@pytest.fixture
-def fresh_postgres() -> Iterator[str]:
-    """A new, empty Postgres database on the test server, dropped afterwards."""
-    base = os.environ.get("PHASEGRAPH_TEST_POSTGRES_URL")
-    if not base:
-        pytest.skip("PHASEGRAPH_TEST_POSTGRES_URL unset")
-    name = f"phasegraph_migration_{uuid4().hex[:12]}"
-    with psycopg.connect(base, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = base.rsplit("/", 1)[0] + f"/{name}"
-    try:
-        yield url
-    finally:
-        with psycopg.connect(base, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_a_postgres_database_from_before_migrations_is_upgraded_for_two_replicas(

@@ -6,12 +6,11 @@ import asyncio
 import json
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-import psycopg
 import pytest
 import sqlalchemy as sa
 from alembic import command
@@ -59,21 +58,6 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 def scope() -> str:
     """A scope of this test alone: the memory file and the Postgres database outlive it."""
     return f"s-{uuid4().hex[:10]}"
-
-
-@pytest.fixture
-def fresh_postgres() -> Iterator[str]:
-    """A new, empty Postgres database on the test server, dropped afterwards."""
-    if not POSTGRES:
-        pytest.skip("PHASEGRAPH_TEST_POSTGRES_URL unset")
-    name = f"phasegraph_planning_{uuid4().hex[:12]}"
-    with psycopg.connect(POSTGRES, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield POSTGRES.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with psycopg.connect(POSTGRES, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 # Templates

@@ -10,15 +10,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import operator
-import os
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 from uuid import uuid4
 
-import psycopg
 import pytest
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -264,29 +262,13 @@ class Backend:
         return out
 
 
-@pytest.fixture
-def postgres_database() -> Iterator[str]:
-    """A new, empty Postgres database on the test server, dropped afterwards."""
-    base = os.environ.get("PHASEGRAPH_TEST_POSTGRES_URL")
-    if not base:
-        pytest.skip("PHASEGRAPH_TEST_POSTGRES_URL unset")
-    name = f"phasegraph_retention_{uuid4().hex[:12]}"
-    with psycopg.connect(base, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield base.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with psycopg.connect(base, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     """Each saver opened the way the server opens it, with a request store on the same database."""
     kind = request.param
     spec = {"memory": "memory", "sqlite": f"sqlite:{tmp_path / 'state.db'}"}.get(kind)
     if spec is None:
-        spec = request.getfixturevalue("postgres_database")
+        spec = request.getfixturevalue("fresh_postgres")
     store = RequestStore.for_checkpointer(spec)
     await store.setup()
     try:

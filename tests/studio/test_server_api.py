@@ -160,6 +160,18 @@ def test_interrupt_before_a_node_then_resume_with_a_command(client: SyncLangGrap
     assert client.threads.get(thread_id)["status"] == "idle"
 
 
+def test_interrupt_after_a_node_stops_once_it_ran(client: SyncLangGraphClient):
+    thread_id = client.threads.create()["thread_id"]
+    first = _stream(
+        client, thread_id, "triggered_phase", input=_ask("triggered_phase"), interrupt_after=["tool_phase"]
+    )
+    ran = [e for e in _events(first) if e.type == "tool_result"]
+    assert len(ran) == 1 and "final" not in [e.type for e in _events(first)]  # stopped after the first tool
+    assert client.threads.get_state(thread_id)["next"] == ["action_phase"]
+    rest = _stream(client, thread_id, "triggered_phase", input=None)
+    assert [e.type for e in _events(rest)].count("final") == 1
+
+
 @pytest.mark.parametrize("protocol", CASES)
 def test_a_run_from_an_earlier_checkpoint_forks_the_thread(client: SyncLangGraphClient, protocol: str):
     node = CASES[protocol][1]

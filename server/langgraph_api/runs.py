@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from graphs.registry import get_protocol
-from nodes.errors import ConflictError, InvalidInputError, NotFoundError
+from nodes.errors import ConflictError, NotFoundError
 from nodes.events import ErrorEvent, Event
 from server.checkpoints import thread_config
 from server.langgraph_api import views
@@ -114,6 +114,12 @@ def run_routes(project: Any) -> APIRouter:
     async def get_run(thread_id: str, run_id: str, request: Request, project_id: Project) -> dict[str, Any]:
         return views.run(await _run(request, project_id, thread_id, run_id))
 
+    @router.get("/threads/{thread_id}/runs/{run_id}/join", responses=errors(403, 404))
+    async def join_result(
+        thread_id: str, run_id: str, request: Request, project_id: Project
+    ) -> dict[str, Any]:
+        return await _result(manager_of(request), await _run(request, project_id, thread_id, run_id))
+
     async def joined(
         thread_id: str, run_id: str, request: Request, project_id: Project,
         stream_mode: Annotated[list[StreamMode | Literal[""]] | None, Query()] = None,
@@ -140,12 +146,8 @@ def run_routes(project: Any) -> APIRouter:
     )
     async def cancel_run(
         thread_id: str, run_id: str, request: Request, project_id: Project, wait: bool = False,
-        action: Literal["interrupt", "rollback"] = "interrupt",
+        action: Annotated[Literal["interrupt"], Query(description=CANCEL_ACTION)] = "interrupt",
     ) -> Response:  # fmt: skip
-        if action == "rollback":
-            raise InvalidInputError(
-                "action 'rollback' is not supported: a cancelled run keeps its checkpoints"
-            )
         manager = manager_of(request)
         record = await _run(request, project_id, thread_id, run_id)
         await manager.cancel(record)
@@ -155,6 +157,9 @@ def run_routes(project: Any) -> APIRouter:
         return Response(status_code=202)
 
     return router
+
+
+CANCEL_ACTION = "Only interrupt: a cancelled run keeps its checkpoints (rollback is not served)."
 
 
 def _locate(response: Response, record: RequestRecord) -> None:

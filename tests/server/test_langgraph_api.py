@@ -115,6 +115,15 @@ def test_a_run_that_cannot_be_started_says_why_and_starts_nothing(
     assert _raw(server, "GET", f"/threads/{thread}/runs").json() == []
 
 
+def test_cancel_refuses_a_rollback_naming_the_field(server: Server, client: SyncLangGraphClient):
+    thread_id = client.threads.create()["thread_id"]
+    run_id = client.runs.create(thread_id, "triggered_phase", input=ASK)["run_id"]
+    answer = _raw(server, "POST", f"/threads/{thread_id}/runs/{run_id}/cancel", params={"action": "rollback"})
+    assert answer.status_code == 422 and answer.json()["detail"][0]["loc"] == ["query", "action"]
+    client.runs.join(thread_id, run_id)
+    assert client.runs.get(thread_id, run_id)["status"] == "success"  # the refused cancel did nothing
+
+
 def test_threads_and_runs_stay_in_their_project(server: Server):
     alpha, beta = _client(server), _client(server, "token-b")
     thread_id = alpha.threads.create(metadata={"owner": "alpha"})["thread_id"]

@@ -91,10 +91,14 @@ def run_settings(
     """(model, protocol settings, show_tool_outputs) from ``context`` and ``config.configurable``."""
     context = {**(body.config.configurable if body.config else {}), **body.context}
     model = context.pop("model", None)
+    if model is not None and not isinstance(model, str):
+        raise InvalidInputError("context.model: a model spec, as a string")
     show = context.pop("show_tool_outputs", False)
+    if not isinstance(show, bool):
+        raise InvalidInputError("context.show_tool_outputs: true or false")
     if context.pop("project_id", project_id) != project_id:
         raise InvalidInputError("context.project_id: the project is the request's (X-Phasegraph-Project)")
-    return model, spec.client_settings(context), bool(show)
+    return model, spec.client_settings(context), show
 
 
 async def wait_for_turn(manager: RunManager, thread_key: str, strategy: str) -> None:

@@ -101,6 +101,8 @@ def test_an_unsupported_field_is_refused_naming_it(server: Server, body: dict[st
         ({"input": {"messages": [], "secret": 1}}, "input.secret is not an input"),
         ({"command": {"resume": "x"}}, "input and command: send one of them"),
         ({"context": {"workspace": "/etc"}}, "settings.workspace cannot be set"),
+        ({"context": {"model": {"spec": "x"}}}, "context.model: a model spec"),
+        ({"config": {"configurable": {"show_tool_outputs": "yes"}}}, "context.show_tool_outputs"),
         ({"assistant_id": "nope"}, "assistant 'nope' not found"),
     ],
 )

@@ -99,14 +99,13 @@ from nodes.events import (
 from nodes.redact import redactor
 from server.auth import Access
 from server.checkpoints import thread_config
-from server.responses import STARTS, errors
+from server.responses import ID_PATTERN, STARTS, errors
 from server.runs import STOPS, RunManager, manager_of
 from server.sse import follow_sse
 from server.store import RequestRecord, scoped_key
 
 logger = logging.getLogger(__name__)
 
-ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
 #: The interrupt of a paused request is named after it: ``pause:<requestId>``.
 PAUSE_PREFIX = "pause:"
 #: What a question's answer is: the user's words (the thread's next turn reads them).

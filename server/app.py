@@ -41,6 +41,7 @@ from server.networks import InvalidNetwork, network_routes
 from server.persistence import open_checkpointer
 from server.planner import planner_routes
 from server.responses import (
+    ID_PATTERN,
     NOT_BLANK,
     STARTS,
     ControlAnswer,
@@ -82,7 +83,6 @@ def _addressable(value: str) -> str:
     return value
 
 
-ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
 NEXT_PAGE_HEADER = {
     "description": 'The next, older page: `</api/threads/...?before=ID&limit=N>; rel="next"`',
     "schema": {"type": "string"},

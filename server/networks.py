@@ -18,7 +18,7 @@ from nodes.errors import ConfigurationError, InvalidInputError, NotFoundError
 from nodes.events import ErrorEvent, Event, Final
 from server.auth import Access
 from server.checkpoints import thread_config
-from server.responses import NOT_BLANK, STARTS, errors, whole
+from server.responses import ID_PATTERN, NOT_BLANK, STARTS, errors, whole
 from server.runs import RunManager, manager_of
 from server.store import RequestRecord
 from tools import default_registry
@@ -34,7 +34,6 @@ from tools.networks import (
 )
 
 PROTOCOL = "agent_network"
-ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 #: Versions are 32-bit integers in every database.
 MAX_VERSION = 2**31 - 1

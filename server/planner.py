@@ -16,14 +16,13 @@ from pydantic.alias_generators import to_camel
 
 from nodes.planner.guidance import ContextType, ProfileName
 from server.auth import Access
-from server.responses import STARTS, errors
+from server.responses import ID_PATTERN, STARTS, errors
 from server.runs import manager_of
 from server.sse import follow_sse
 from server.store import RequestRecord
 from tools.planning import LedgerFilter, PlanningStore
 
 PROTOCOL = "planner"
-ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
 UsageGroup = Literal["operation", "context", "model", "profile", "execution_mode", "session", "request"]
 ErrorGroup = Literal["component", "stage", "tool", "context", "kind"]
 

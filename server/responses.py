@@ -186,6 +186,9 @@ def document_settings(schema: dict[str, Any], settings: ServerSettings) -> dict[
     return schema
 
 
+#: Every id a client names (project, request, thread, run): letters, digits and ``._:-``.
+ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
+
 #: Paths whose routes need a token when the server has tokens: phasegraph's own, the LangGraph
 #: Server API's (its /ok and /info stay open, as on the reference server) and AG-UI's.
 GUARDED = ("/api/", "/assistants", "/threads", "/runs", "/ag-ui/")

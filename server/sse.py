@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Literal
 
 import anyio
 from fastapi.sse import ServerSentEvent
@@ -30,8 +31,17 @@ async def follow_sse(
         finished = True
     finally:
         if not finished and on_disconnect == "stop":
-            with anyio.CancelScope(shield=True):  # the connection's scope is cancelled by now
-                current = await manager.store.get(record.request_key)
-                if current is not None and current.status == "running":
-                    with contextlib.suppress(ConflictError):
-                        await manager.pause(current, reason="disconnected")
+            await settle_dropped(manager, record, "pause")
+
+
+async def settle_dropped(
+    manager: RunManager, record: RequestRecord, action: Literal["pause", "cancel"]
+) -> None:
+    """A client left before its run's end: pause the request (if running) or cancel it (if not over)."""
+    with anyio.CancelScope(shield=True):  # the connection's scope is cancelled by now
+        current = await manager.store.get(record.request_key)
+        with contextlib.suppress(ConflictError):
+            if current is not None and action == "pause" and current.status == "running":
+                await manager.pause(current, reason="disconnected")
+            elif current is not None and action == "cancel" and current.status in ("running", "paused"):
+                await manager.cancel(current)

@@ -10,11 +10,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from server.responses import ID_PATTERN
+
 #: Stream modes served. ``events`` (astream_events) and ``debug`` are not: they would need a second
 #: way of running graphs beside the one every phasegraph request uses.
 StreamMode = Literal["values", "updates", "custom", "messages-tuple"]
 Nodes = Literal["*"] | list[str]
-ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
 
 
 def _whole(value: Any) -> Any:

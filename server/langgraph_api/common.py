@@ -10,10 +10,10 @@ from graphs.registry import get_protocol
 from nodes.errors import NotFoundError
 from server.auth import Access
 from server.checkpoints import thread_config
+from server.responses import ID_PATTERN
 from server.runs import RunManager, manager_of
 from server.thread_store import ThreadRecord, ThreadStore
 
-ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
 PROJECT_HEADER = "X-Phasegraph-Project"
 
 
@@ -49,6 +49,12 @@ async def existing(threads: ThreadStore, project_id: str, thread_id: str) -> Thr
     if thread is None:
         raise NotFoundError(f"thread {thread_id!r} not found")
     return thread
+
+
+async def forget(manager: RunManager, threads: ThreadStore, thread_key: str) -> None:
+    """Delete a thread for good: its checkpoints, then its row, requests, events and traces."""
+    await manager.checkpointer.adelete_thread(thread_key)
+    await threads.delete(thread_key)
 
 
 async def status_of(

@@ -5,26 +5,25 @@ trace, can be paused and inspected, and shows on the web page like any other.
 """
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 from uuid import uuid4
 
-import anyio
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from graphs.registry import get_protocol
-from nodes.errors import ConflictError, NotFoundError
+from nodes.errors import NotFoundError
 from nodes.events import ErrorEvent, Event
 from server.checkpoints import thread_config
 from server.langgraph_api import views
 from server.langgraph_api.bodies import RunBody, StreamMode, ThreadRunBody
-from server.langgraph_api.common import existing, threads_of
+from server.langgraph_api.common import existing, forget, threads_of
 from server.langgraph_api.parts import RunParts, parse_part_id
 from server.langgraph_api.starting import start_run, thread_for
 from server.responses import STARTS, errors
 from server.runs import RunManager, manager_of
+from server.sse import settle_dropped
 from server.store import RequestRecord, scoped_key
 from server.thread_store import ThreadStore
 
@@ -186,11 +185,7 @@ async def _stream(
         finished = True
     finally:
         if not finished and cancel:
-            with anyio.CancelScope(shield=True):  # the connection's scope is cancelled by now
-                current = await manager.store.get(record.request_key)
-                if current is not None and current.status in ("running", "paused"):
-                    with contextlib.suppress(ConflictError):
-                        await manager.cancel(current)
+            await settle_dropped(manager, record, "cancel")
 
 
 async def _last_event(manager: RunManager, record: RequestRecord) -> Event | None:
@@ -216,5 +211,4 @@ async def _result(manager: RunManager, record: RequestRecord) -> dict[str, Any]:
 async def _delete_when_done(manager: RunManager, threads: ThreadStore, record: RequestRecord) -> None:
     """Drop a stateless run's thread (checkpoints, request, events) once the run stopped."""
     await _last_event(manager, record)
-    await manager.checkpointer.adelete_thread(record.thread_key)
-    await threads.delete(record.thread_key)
+    await forget(manager, threads, record.thread_key)

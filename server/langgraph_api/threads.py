@@ -17,7 +17,7 @@ from server.langgraph_api.bodies import (
     ThreadCreateBody,
     ThreadSearchBody,
 )
-from server.langgraph_api.common import existing, status_of, threads_of
+from server.langgraph_api.common import existing, forget, status_of, threads_of
 from server.langgraph_api.starting import protocol_of
 from server.responses import errors
 from server.runs import manager_of
@@ -111,8 +111,7 @@ def thread_routes(project: Any) -> APIRouter:
         thread = await existing(threads, project_id, thread_id)
         if await manager.store.thread_busy(thread.thread_key):
             raise ConflictError(f"thread {thread_id!r} has a run in progress; cancel it first")
-        await manager.checkpointer.adelete_thread(thread.thread_key)
-        await threads.delete(thread.thread_key)
+        await forget(manager, threads, thread.thread_key)
         return Response(status_code=204)
 
     @router.get("/threads/{thread_id}/state", responses=errors(403, 404))

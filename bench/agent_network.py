@@ -21,15 +21,15 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 
 from bench.harness import Figure, Row, Side
-from graphs.registry import get_protocol
-from graphs.run import stream_graph
-from nodes.agent_network.agent_step import DECIDE
-from nodes.agent_network.context import AgentNetworkContext
-from nodes.agent_network.prompts import build_prompt
-from nodes.events import AgentStep, Event
-from nodes.scripted import Script, ScriptedChatModel
-from nodes.trace import MemoryTraceStore
-from tools.networks import NetworkSnapshot
+from phasegraph.graphs.registry import get_protocol
+from phasegraph.graphs.run import stream_graph
+from phasegraph.nodes.agent_network.agent_step import DECIDE
+from phasegraph.nodes.agent_network.context import AgentNetworkContext
+from phasegraph.nodes.agent_network.prompts import build_prompt
+from phasegraph.nodes.events import AgentStep, Event
+from phasegraph.nodes.scripted import Script, ScriptedChatModel
+from phasegraph.nodes.trace import MemoryTraceStore
+from phasegraph.tools.networks import NetworkSnapshot
 
 KEY = "6"
 #: The step the issue's acceptance measures.

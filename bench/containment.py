@@ -14,10 +14,10 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import BaseTool, StructuredTool
 
 from bench.harness import Figure, Row, Side
-from graphs.run import run
-from nodes.models import DEMO_WORKSPACE
-from nodes.scripted import Script, ScriptedChatModel
-from tools import ToolContext, ToolRegistry, default_registry
+from phasegraph.graphs.run import run
+from phasegraph.nodes.models import DEMO_WORKSPACE
+from phasegraph.nodes.scripted import Script, ScriptedChatModel
+from phasegraph.tools import ToolContext, ToolRegistry, default_registry
 
 MESSAGE = "Summarise the roadmap in the docs folder."
 TRIGGERED, UNIFIED = "triggered_phase", "unified (create_agent)"

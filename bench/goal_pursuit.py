@@ -22,15 +22,20 @@ from pydantic import BaseModel
 from bench.harness import Figure, Row, Side, interleaved
 from bench.overhead import CYCLES, MODEL_ALONE, TRIGGERED, Turns, model_alone, write_script
 from bench.resources import generate_world, measure_fts
-from graphs.registry import get_protocol
-from graphs.run import run, stream_graph
-from nodes.goal_pursuit.context import DEMO_SCRIPT, GoalPursuitContext
-from nodes.goal_pursuit.schemas import ActionDecision, DiscoveryPlan, RefinementDecision, RefinementPlan
-from nodes.models import DEMO_WORKSPACE, make_model
-from nodes.scripted import Script, ScriptedChatModel, load_script
-from nodes.trace import MemoryTraceStore
-from tools.resources import ResourceRepository, load_bundled, resource_registry
-from tools.resources.files import FORMATS, read_folder
+from phasegraph.graphs.registry import get_protocol
+from phasegraph.graphs.run import run, stream_graph
+from phasegraph.nodes.goal_pursuit.context import DEMO_SCRIPT, GoalPursuitContext
+from phasegraph.nodes.goal_pursuit.schemas import (
+    ActionDecision,
+    DiscoveryPlan,
+    RefinementDecision,
+    RefinementPlan,
+)
+from phasegraph.nodes.models import DEMO_WORKSPACE, make_model
+from phasegraph.nodes.scripted import Script, ScriptedChatModel, load_script
+from phasegraph.nodes.trace import MemoryTraceStore
+from phasegraph.tools.resources import ResourceRepository, load_bundled, resource_registry
+from phasegraph.tools.resources.files import FORMATS, read_folder
 
 KEY = "6"
 GOAL = (

@@ -19,12 +19,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from bench.harness import Figure, Row, Side, interleaved
-from graphs.registry import get_protocol
-from graphs.run import stream_graph
-from nodes.models import DEMO_WORKSPACE, make_model
-from nodes.prompts import SYSTEM_PROMPT
-from server.persistence import open_checkpointer
-from tools import default_registry
+from phasegraph.graphs.registry import get_protocol
+from phasegraph.graphs.run import stream_graph
+from phasegraph.nodes.models import DEMO_WORKSPACE, make_model
+from phasegraph.nodes.prompts import SYSTEM_PROMPT
+from phasegraph.server.persistence import open_checkpointer
+from phasegraph.tools import default_registry
 
 MESSAGE = "Summarise the roadmap in the docs folder."
 

@@ -6,7 +6,7 @@ is the planner calling ``list_templates``, ``create_project`` and ``publish_cont
 model step each, then answering. The measured side calls ``agent_create_plan`` once: one structured call
 drafts the three steps, the executor subgraph runs them without a model call, and the planner answers
 from the plan's summary. Both sides are scripted with the same arguments and the same answer, and every
-figure is read back from the usage rows the session wrote (``tools.planning`` ledger). Model calls repeat
+figure is read back from the usage rows the session wrote (the planning ledger). Model calls repeat
 exactly; the scripted model reports a token per 4 characters of the messages it is sent, so token counts
 repeat to within a token or two (the tools' results carry timestamps, whose printed length varies).
 """
@@ -22,11 +22,11 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 
 from bench.harness import Figure, Row, Side
-from graphs.registry import get_protocol
-from graphs.run import stream_graph
-from nodes.events import Event, Final
-from nodes.trace import MemoryTraceStore
-from tools.planning import LedgerFilter, open_planning
+from phasegraph.graphs.registry import get_protocol
+from phasegraph.graphs.run import stream_graph
+from phasegraph.nodes.events import Event, Final
+from phasegraph.nodes.trace import MemoryTraceStore
+from phasegraph.tools.planning import LedgerFilter, open_planning
 
 KEY = "6"
 STEPS = 3
@@ -162,7 +162,7 @@ async def plan_tool_row(workdir: Path) -> Row:
         f"the {STEPS} tools itself, one model step each, then answers. Measured: the planner calls "
         f"agent_create_plan once, one structured call drafts the {STEPS} steps, the executor subgraph runs "
         "them without a model call, the planner answers from the plan's summary. Figures: the session's "
-        "usage rows (tools.planning ledger); the scripted model counts a token per 4 characters of the "
+        "usage rows (the planning ledger); the scripted model counts a token per 4 characters of the "
         "message text it is sent (the tool schemas bound to planner calls are not counted; the plan prompt "
         "lists the tools in its text, so they are; tool results carry timestamps, so tokens may differ by "
         "one or two between runs)",

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from bench.goal_pursuit import Pursuits
 from bench.overhead import CYCLES, Turns, write_script
-from graphs.registry import PROTOCOLS
-from server.persistence import open_checkpointer
+from phasegraph.graphs.registry import PROTOCOLS
+from phasegraph.server.persistence import open_checkpointer
 
 
 async def loop(protocol: str, turns: int, checkpointer: str, workdir: Path) -> None:

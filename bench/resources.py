@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from tools.resources import ResourceRepository
+from phasegraph.tools.resources import ResourceRepository
 
 SYLLABLES = ["ka", "ri", "mo", "sel", "dra", "vin", "tor", "lu", "esh", "nar", "bel", "quo", "fen", "ost"]
 SEA_WORDS = ["tide", "harbour", "reef", "storm", "salt", "rope", "gull", "anchor", "marsh", "keel", "sail"]

@@ -20,12 +20,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from bench.harness import Figure, Row, Side
-from graphs.registry import get_protocol
-from graphs.run import stream_graph
-from nodes.models import DEMO_WORKSPACE
-from server.persistence import open_checkpointer
-from server.pruning import Pruner
-from server.retention import RetentionPolicy, prune, pruner_for
+from phasegraph.graphs.registry import get_protocol
+from phasegraph.graphs.run import stream_graph
+from phasegraph.nodes.models import DEMO_WORKSPACE
+from phasegraph.server.persistence import open_checkpointer
+from phasegraph.server.pruning import Pruner
+from phasegraph.server.retention import RetentionPolicy, prune, pruner_for
 
 KEY = "7"
 KEEP = 5

@@ -30,10 +30,10 @@ import httpx
 from langgraph_sdk.client import LangGraphClient
 
 from bench.harness import Figure, Row, Side
-from graphs.run import run
-from nodes.emit import EVENT_KEY
-from nodes.events import Event, parse_event
-from nodes.models import DEMO_WORKSPACE
+from phasegraph.graphs.run import run
+from phasegraph.nodes.emit import EVENT_KEY
+from phasegraph.nodes.events import Event, parse_event
+from phasegraph.nodes.models import DEMO_WORKSPACE
 
 ROOT = Path(__file__).parents[1]
 PHASEGRAPH = Path(sys.executable).parent / "phasegraph"

@@ -23,16 +23,16 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 
 from bench.harness import Figure, Row, Side, interleaved
-from graphs.registry import get_protocol
-from graphs.run import stream_graph
-from nodes.events import Event, ToolResultEvent, XmlBlock
-from nodes.models import DEMO_WORKSPACE, make_model
-from nodes.scripted import load_script
-from nodes.trace import MemoryTraceStore
-from nodes.xml_contract.action_phase import STOP_SEQUENCES
-from nodes.xml_contract.context import DEMO_SCRIPT
-from nodes.xml_contract.prompts import XML_CONTRACT_PROMPT
-from tools.mcp import McpServices, default_services
+from phasegraph.graphs.registry import get_protocol
+from phasegraph.graphs.run import stream_graph
+from phasegraph.nodes.events import Event, ToolResultEvent, XmlBlock
+from phasegraph.nodes.models import DEMO_WORKSPACE, make_model
+from phasegraph.nodes.scripted import load_script
+from phasegraph.nodes.trace import MemoryTraceStore
+from phasegraph.nodes.xml_contract.action_phase import STOP_SEQUENCES
+from phasegraph.nodes.xml_contract.context import DEMO_SCRIPT
+from phasegraph.nodes.xml_contract.prompts import XML_CONTRACT_PROMPT
+from phasegraph.tools.mcp import McpServices, default_services
 
 KEY = "6"
 CALLS, CALL_MS = 8, 200

@@ -1,1 +1,1 @@
-"""One module per protocol; ``graphs.registry`` maps protocol ids to them. Importing this is cheap."""
+"""One module per protocol; ``registry`` maps protocol ids to them. Importing this is cheap."""

@@ -9,17 +9,22 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
-from nodes.agent_network.agent_routing import (
+from phasegraph.nodes.agent_network.agent_routing import (
     respond,
     route_to_agent,
     stop_at_max_steps,
     stop_at_max_tool_errors,
 )
-from nodes.agent_network.agent_step import route_after_step, run_agent_step
-from nodes.agent_network.context import AgentNetworkContext
-from nodes.agent_network.network import open_network
-from nodes.agent_network.state import AgentNetworkInput, AgentNetworkOutput, AgentNetworkState, progress
-from nodes.agent_network.tool_execution import route_after_action, use_tool
+from phasegraph.nodes.agent_network.agent_step import route_after_step, run_agent_step
+from phasegraph.nodes.agent_network.context import AgentNetworkContext
+from phasegraph.nodes.agent_network.network import open_network
+from phasegraph.nodes.agent_network.state import (
+    AgentNetworkInput,
+    AgentNetworkOutput,
+    AgentNetworkState,
+    progress,
+)
+from phasegraph.nodes.agent_network.tool_execution import route_after_action, use_tool
 
 NAME = "agent_network"
 Context = AgentNetworkContext

@@ -8,20 +8,25 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
-from nodes.goal_pursuit.action_decision import decide_action
-from nodes.goal_pursuit.context import GoalPursuitContext
-from nodes.goal_pursuit.context_discovery import discover_context, route_after_discovery
-from nodes.goal_pursuit.context_refinement import refine_context, route_after_refinement
-from nodes.goal_pursuit.execution import execute_action, route_after_execution
-from nodes.goal_pursuit.pursuit import finish_pursuit, start_pursuit
-from nodes.goal_pursuit.refinement_analysis import (
+from phasegraph.nodes.goal_pursuit.action_decision import decide_action
+from phasegraph.nodes.goal_pursuit.context import GoalPursuitContext
+from phasegraph.nodes.goal_pursuit.context_discovery import discover_context, route_after_discovery
+from phasegraph.nodes.goal_pursuit.context_refinement import refine_context, route_after_refinement
+from phasegraph.nodes.goal_pursuit.execution import execute_action, route_after_execution
+from phasegraph.nodes.goal_pursuit.pursuit import finish_pursuit, start_pursuit
+from phasegraph.nodes.goal_pursuit.refinement_analysis import (
     analyze_refinement,
     defer_execution,
     return_last_planned,
     route_after_analysis,
     route_after_fallback,
 )
-from nodes.goal_pursuit.state import GoalPursuitInput, GoalPursuitOutput, GoalPursuitState, progress
+from phasegraph.nodes.goal_pursuit.state import (
+    GoalPursuitInput,
+    GoalPursuitOutput,
+    GoalPursuitState,
+    progress,
+)
 
 NAME = "goal_pursuit"
 Context = GoalPursuitContext

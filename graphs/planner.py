@@ -8,15 +8,15 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
-from nodes.planner.confirmation import ask_confirmation, await_confirmation
-from nodes.planner.context import PlannerContext
-from nodes.planner.plan_draft import draft_plan, route_after_draft
-from nodes.planner.plan_execution import build_plan_executor
-from nodes.planner.plan_review import review_plan, route_after_review
-from nodes.planner.planner_step import call_planner, route_after_planner
-from nodes.planner.state import PlannerInput, PlannerOutput, PlannerState
-from nodes.planner.tool_execution import route_after_tools, run_tools
-from nodes.planner.turn import (
+from phasegraph.nodes.planner.confirmation import ask_confirmation, await_confirmation
+from phasegraph.nodes.planner.context import PlannerContext
+from phasegraph.nodes.planner.plan_draft import draft_plan, route_after_draft
+from phasegraph.nodes.planner.plan_execution import build_plan_executor
+from phasegraph.nodes.planner.plan_review import review_plan, route_after_review
+from phasegraph.nodes.planner.planner_step import call_planner, route_after_planner
+from phasegraph.nodes.planner.state import PlannerInput, PlannerOutput, PlannerState
+from phasegraph.nodes.planner.tool_execution import route_after_tools, run_tools
+from phasegraph.nodes.planner.turn import (
     clarify,
     finish_turn,
     route_turn,

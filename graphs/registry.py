@@ -12,8 +12,8 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 from pydantic import TypeAdapter, ValidationError
 
-from nodes.context import RunContext
-from nodes.errors import ConfigurationError
+from phasegraph.nodes.context import RunContext
+from phasegraph.nodes.errors import ConfigurationError
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ PROTOCOLS: dict[str, ProtocolSpec] = {
             seed="000",
             summary="Action phase streams until the first complete tool call; a tool phase runs exactly it; "
             "duplicates refused; 3 cycles per turn.",
-            module="graphs.triggered_phase",
+            module="phasegraph.graphs.triggered_phase",
             pause_after=("tool_phase",),
         ),
         ProtocolSpec(
@@ -108,7 +108,7 @@ PROTOCOLS: dict[str, ProtocolSpec] = {
             seed="000 (fallback)",
             summary="LangChain's create_agent tool loop with per-turn model and tool call budgets; "
             "the fallback route and the benchmark baseline.",
-            module="graphs.unified",
+            module="phasegraph.graphs.unified",
             pause_after=("tools",),
         ),
         ProtocolSpec(
@@ -116,7 +116,7 @@ PROTOCOLS: dict[str, ProtocolSpec] = {
             seed="001",
             summary="Context discovery, context refinement, action decision and refinement analysis per "
             "iteration; expandable tool schemas; min/max iterations, the last planned action as fallback.",
-            module="graphs.goal_pursuit",
+            module="phasegraph.graphs.goal_pursuit",
             pause_after=("analyze_refinement", "execute_action"),
         ),
         ProtocolSpec(
@@ -124,7 +124,7 @@ PROTOCOLS: dict[str, ProtocolSpec] = {
             seed="003",
             summary="A published network of agents (validated at publish) hands control around with JSON "
             "decisions until one responds; execution logs, control epochs, OpenTelemetry spans.",
-            module="graphs.agent_network",
+            module="phasegraph.graphs.agent_network",
             pause_after=("use_tool", "route_to_agent"),
         ),
         ProtocolSpec(
@@ -133,7 +133,7 @@ PROTOCOLS: dict[str, ProtocolSpec] = {
             summary="The model writes single, parallel or sequential tool calls as XML blocks (stopped at "
             "<execute_tools />); they are validated, run on MCP services and answered with <result> tags; "
             "every iteration is logged as training data.",
-            module="graphs.xml_contract",
+            module="phasegraph.graphs.xml_contract",
             pause_after=("execute_blocks",),
         ),
         ProtocolSpec(
@@ -142,7 +142,7 @@ PROTOCOLS: dict[str, ProtocolSpec] = {
             summary="One streaming planner session calls any tool, plus agent_create_plan, which runs a plan "
             "at once, holds it for the user's review or has a reviewer check it first; every model call and "
             "error is a usage or error row.",
-            module="graphs.planner",
+            module="phasegraph.graphs.planner",
             pause_after=("run_tools", "execute_plan"),
             answers_blank=True,
         ),

@@ -16,13 +16,13 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer, Command, Durability
 
-from graphs.registry import ProtocolSpec, get_protocol
-from nodes.context import RunContext
-from nodes.emit import EVENT_KEY, TRACE_KEY
-from nodes.errors import PhasegraphError, describe
-from nodes.events import ErrorEvent, Event, EventBase, Final, parse_event
-from nodes.redact import redactor
-from nodes.trace import DEFAULT_TRACES, TraceEntry, TraceStore
+from phasegraph.graphs.registry import ProtocolSpec, get_protocol
+from phasegraph.nodes.context import RunContext
+from phasegraph.nodes.emit import EVENT_KEY, TRACE_KEY
+from phasegraph.nodes.errors import PhasegraphError, describe
+from phasegraph.nodes.events import ErrorEvent, Event, EventBase, Final, parse_event
+from phasegraph.nodes.redact import redactor
+from phasegraph.nodes.trace import DEFAULT_TRACES, TraceEntry, TraceStore
 
 E = TypeVar("E", bound=EventBase)
 logger = logging.getLogger(__name__)

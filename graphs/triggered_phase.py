@@ -8,17 +8,21 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
-from nodes.triggered_phase.action_phase import route_after_action_phase, run_action_phase, run_final_phase
-from nodes.triggered_phase.context import TriggeredPhaseContext
-from nodes.triggered_phase.duplicate_refusal import refuse_duplicate, route_after_refusal
-from nodes.triggered_phase.state import (
+from phasegraph.nodes.triggered_phase.action_phase import (
+    route_after_action_phase,
+    run_action_phase,
+    run_final_phase,
+)
+from phasegraph.nodes.triggered_phase.context import TriggeredPhaseContext
+from phasegraph.nodes.triggered_phase.duplicate_refusal import refuse_duplicate, route_after_refusal
+from phasegraph.nodes.triggered_phase.state import (
     TriggeredPhaseInput,
     TriggeredPhaseOutput,
     TriggeredPhaseState,
     phase_meta,
 )
-from nodes.triggered_phase.tool_phase import route_after_tool_phase, run_tool_phase
-from nodes.triggered_phase.turn import complete_turn, start_turn
+from phasegraph.nodes.triggered_phase.tool_phase import route_after_tool_phase, run_tool_phase
+from phasegraph.nodes.triggered_phase.turn import complete_turn, start_turn
 
 NAME = "triggered_phase"
 Context = TriggeredPhaseContext

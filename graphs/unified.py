@@ -9,12 +9,12 @@ from langchain.agents.middleware import AgentMiddleware
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
-from nodes.models import DEMO_MODEL, make_model
-from nodes.unified.answer import FinalAnswerMiddleware
-from nodes.unified.budget import TurnBudgetMiddleware
-from nodes.unified.context import UnifiedContext
-from nodes.unified.middleware import RunContextMiddleware
-from tools import default_registry
+from phasegraph.nodes.models import DEMO_MODEL, make_model
+from phasegraph.nodes.unified.answer import FinalAnswerMiddleware
+from phasegraph.nodes.unified.budget import TurnBudgetMiddleware
+from phasegraph.nodes.unified.context import UnifiedContext
+from phasegraph.nodes.unified.middleware import RunContextMiddleware
+from phasegraph.tools import default_registry
 
 NAME = "unified"
 Context = UnifiedContext

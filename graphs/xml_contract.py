@@ -8,11 +8,21 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
-from nodes.xml_contract.action_phase import propose_action, route_after_proposal
-from nodes.xml_contract.answer import answer_after_refusals, answer_without_tools, finish_turn, start_turn
-from nodes.xml_contract.context import XmlContractContext
-from nodes.xml_contract.state import XmlContractInput, XmlContractOutput, XmlContractState, progress
-from nodes.xml_contract.tool_phase import execute_blocks, route_after_tools
+from phasegraph.nodes.xml_contract.action_phase import propose_action, route_after_proposal
+from phasegraph.nodes.xml_contract.answer import (
+    answer_after_refusals,
+    answer_without_tools,
+    finish_turn,
+    start_turn,
+)
+from phasegraph.nodes.xml_contract.context import XmlContractContext
+from phasegraph.nodes.xml_contract.state import (
+    XmlContractInput,
+    XmlContractOutput,
+    XmlContractState,
+    progress,
+)
+from phasegraph.nodes.xml_contract.tool_phase import execute_blocks, route_after_tools
 
 NAME = "xml_contract"
 Context = XmlContractContext

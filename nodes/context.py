@@ -10,11 +10,11 @@ from uuid import uuid4
 from langchain_core.language_models import BaseChatModel
 from pydantic.json_schema import SkipJsonSchema
 
-from nodes.errors import ConfigurationError
-from nodes.models import DEMO_MODEL, DEMO_SCRIPT, DEMO_WORKSPACE, make_model
-from nodes.prompts import SYSTEM_PROMPT
-from nodes.settings import run_settings
-from tools import ToolContext, ToolRegistry, default_registry
+from phasegraph.nodes.errors import ConfigurationError
+from phasegraph.nodes.models import DEMO_MODEL, DEMO_SCRIPT, DEMO_WORKSPACE, make_model
+from phasegraph.nodes.prompts import SYSTEM_PROMPT
+from phasegraph.nodes.settings import run_settings
+from phasegraph.tools import ToolContext, ToolRegistry, default_registry
 
 
 @dataclass(kw_only=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from nodes.redact import redactor
+from phasegraph.nodes.redact import redactor
 
 
 def message_dicts(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:

@@ -12,10 +12,10 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import get_runtime
 from langgraph.types import StreamWriter
 
-from nodes.context import RunContext
-from nodes.errors import describe
-from nodes.events import ErrorEvent, EventBase
-from nodes.trace import TraceEntry, TraceType
+from phasegraph.nodes.context import RunContext
+from phasegraph.nodes.errors import describe
+from phasegraph.nodes.events import ErrorEvent, EventBase
+from phasegraph.nodes.trace import TraceEntry, TraceType
 
 E = TypeVar("E", bound=EventBase)
 P = ParamSpec("P")

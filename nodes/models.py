@@ -13,10 +13,10 @@ from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessageChunk, BaseMessage
 from langchain_core.runnables import Runnable, RunnableBinding
 
-from nodes.errors import ConfigurationError, PhasegraphError, ProviderError
-from nodes.redact import redactor
-from nodes.scripted import ScriptedChatModel, load_script
-from nodes.settings import provider_settings, run_settings
+from phasegraph.nodes.errors import ConfigurationError, PhasegraphError, ProviderError
+from phasegraph.nodes.redact import redactor
+from phasegraph.nodes.scripted import ScriptedChatModel, load_script
+from phasegraph.nodes.settings import provider_settings, run_settings
 
 logger = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from nodes.errors import ConfigurationError
-from nodes.settings import run_settings
+from phasegraph.nodes.errors import ConfigurationError
+from phasegraph.nodes.settings import run_settings
 
 BUNDLED = Path(__file__).parent / "prices.json"
 

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from nodes.settings import ServerSettings, provider_settings
+from phasegraph.nodes.settings import ServerSettings, provider_settings
 
 #: What a secret is replaced with.
 MASK = "[REDACTED]"

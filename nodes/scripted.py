@@ -22,7 +22,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from nodes.errors import ScriptError
+from phasegraph.nodes.errors import ScriptError
 
 #: Size of the pieces a tool call's argument JSON is split into, so consumers see partial JSON.
 ARGS_PIECE_CHARS = 6

@@ -12,8 +12,8 @@ from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessageChunk, BaseMessage
 from langchain_core.runnables import Runnable
 
-from nodes.models import stream_model
-from nodes.prompts import ARGS_TOO_LARGE
+from phasegraph.nodes.models import stream_model
+from phasegraph.nodes.prompts import ARGS_TOO_LARGE
 
 
 class JsonObjectScanner:

@@ -22,8 +22,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, ValidationError
 
-from nodes.errors import InvalidModelOutput, PhasegraphError, ProviderError
-from nodes.models import provider_error
+from phasegraph.nodes.errors import InvalidModelOutput, PhasegraphError, ProviderError
+from phasegraph.nodes.models import provider_error
 
 M = TypeVar("M", bound=BaseModel)
 StructuredMethod = Literal["auto", "tool_calling", "json_mode"]

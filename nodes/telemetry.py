@@ -22,8 +22,8 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
-from nodes.redact import redactor
-from nodes.settings import run_settings
+from phasegraph.nodes.redact import redactor
+from phasegraph.nodes.settings import run_settings
 
 SCOPE = "phasegraph"
 _provider: TracerProvider | None = None

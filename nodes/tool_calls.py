@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from nodes.context import RunContext
-from nodes.emit import Emitter
-from nodes.events import ToolCall, ToolResultEvent
-from nodes.redact import redactor
-from tools import ToolRegistry, ToolResult, ToolRunner
+from phasegraph.nodes.context import RunContext
+from phasegraph.nodes.emit import Emitter
+from phasegraph.nodes.events import ToolCall, ToolResultEvent
+from phasegraph.nodes.redact import redactor
+from phasegraph.tools import ToolRegistry, ToolResult, ToolRunner
 
 
 async def execute_tool_call(

@@ -79,9 +79,9 @@ from langgraph.types import Interrupt as GraphInterrupt
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
-from graphs.registry import PROTOCOLS, client_settings_schema, get_protocol
-from nodes.errors import ConflictError, InvalidInputError, NotFoundError
-from nodes.events import (
+from phasegraph.graphs.registry import PROTOCOLS, client_settings_schema, get_protocol
+from phasegraph.nodes.errors import ConflictError, InvalidInputError, NotFoundError
+from phasegraph.nodes.events import (
     Cancelled,
     ErrorEvent,
     Event,
@@ -96,13 +96,13 @@ from nodes.events import (
     ToolResultEvent,
     parse_event,
 )
-from nodes.redact import redactor
-from server.auth import Access
-from server.checkpoints import thread_config
-from server.responses import ID_PATTERN, STARTS, errors
-from server.runs import STOPS, RunManager, manager_of
-from server.sse import follow_sse
-from server.store import RequestRecord, scoped_key
+from phasegraph.nodes.redact import redactor
+from phasegraph.server.auth import Access
+from phasegraph.server.checkpoints import thread_config
+from phasegraph.server.responses import ID_PATTERN, STARTS, errors
+from phasegraph.server.runs import STOPS, RunManager, manager_of
+from phasegraph.server.sse import follow_sse
+from phasegraph.server.store import RequestRecord, scoped_key
 
 logger = logging.getLogger(__name__)
 

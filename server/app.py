@@ -21,8 +21,8 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp
 
-from graphs.registry import PROTOCOLS, get_protocol
-from nodes.errors import (
+from phasegraph.graphs.registry import PROTOCOLS, get_protocol
+from phasegraph.nodes.errors import (
     ConfigurationError,
     ConflictError,
     InvalidInputError,
@@ -31,16 +31,16 @@ from nodes.errors import (
     ScriptError,
     TooLargeError,
 )
-from nodes.models import public_spec
-from nodes.settings import ServerSettings
-from server.ag_ui import ag_ui_routes
-from server.auth import Access, access_for, parse_tokens
-from server.checkpoints import DEFAULT_PAGE, MAX_PAGE, checkpoint_values, timeline
-from server.langgraph_api import langgraph_routes
-from server.networks import InvalidNetwork, network_routes
-from server.persistence import open_checkpointer
-from server.planner import planner_routes
-from server.responses import (
+from phasegraph.nodes.models import public_spec
+from phasegraph.nodes.settings import ServerSettings
+from phasegraph.server.ag_ui import ag_ui_routes
+from phasegraph.server.auth import Access, access_for, parse_tokens
+from phasegraph.server.checkpoints import DEFAULT_PAGE, MAX_PAGE, checkpoint_values, timeline
+from phasegraph.server.langgraph_api import langgraph_routes
+from phasegraph.server.networks import InvalidNetwork, network_routes
+from phasegraph.server.persistence import open_checkpointer
+from phasegraph.server.planner import planner_routes
+from phasegraph.server.responses import (
     ID_PATTERN,
     NOT_BLANK,
     STARTS,
@@ -53,12 +53,12 @@ from server.responses import (
     http_kind,
     whole,
 )
-from server.retention import Retention, parse_retention
-from server.runs import RunManager, manager_of
-from server.sse import follow_sse
-from server.store import RequestRecord, RequestStore, only_one
-from tools.networks import open_network_store
-from tools.planning import open_planning
+from phasegraph.server.retention import Retention, parse_retention
+from phasegraph.server.runs import RunManager, manager_of
+from phasegraph.server.sse import follow_sse
+from phasegraph.server.store import RequestRecord, RequestStore, only_one
+from phasegraph.tools.networks import open_network_store
+from phasegraph.tools.planning import open_planning
 
 STATIC = Path(__file__).parent / "static"
 FALLBACK_ROUTE = "/api/chat/messages"

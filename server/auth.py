@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from fastapi import HTTPException, Request
 
-from nodes.errors import ConfigurationError
+from phasegraph.nodes.errors import ConfigurationError
 
 
 @dataclass(frozen=True)

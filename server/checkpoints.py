@@ -11,8 +11,8 @@ from langgraph.types import StateSnapshot
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-from graphs.registry import ProtocolSpec
-from nodes.errors import ConflictError, NotFoundError
+from phasegraph.graphs.registry import ProtocolSpec
+from phasegraph.nodes.errors import ConflictError, NotFoundError
 
 
 class CheckpointInfo(BaseModel):

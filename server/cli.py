@@ -12,18 +12,18 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 
-from graphs.registry import PROTOCOLS, ProtocolSpec, get_protocol
-from graphs.run import stream_run
-from nodes.errors import ConfigurationError, PhasegraphError
-from nodes.events import ErrorEvent, Event, Final
-from nodes.models import DEMO_MODEL, DEMO_WORKSPACE
-from nodes.redact import RedactingFilter, redact_logging
-from server.checkpoints import DEFAULT_PAGE, MAX_PAGE
-from server.dataset_cli import dataset_app
-from server.networks_cli import network_app
-from server.prune_cli import prune_command
-from server.render import EventRenderer
-from server.usage_cli import usage_command
+from phasegraph.graphs.registry import PROTOCOLS, ProtocolSpec, get_protocol
+from phasegraph.graphs.run import stream_run
+from phasegraph.nodes.errors import ConfigurationError, PhasegraphError
+from phasegraph.nodes.events import ErrorEvent, Event, Final
+from phasegraph.nodes.models import DEMO_MODEL, DEMO_WORKSPACE
+from phasegraph.nodes.redact import RedactingFilter, redact_logging
+from phasegraph.server.checkpoints import DEFAULT_PAGE, MAX_PAGE
+from phasegraph.server.dataset_cli import dataset_app
+from phasegraph.server.networks_cli import network_app
+from phasegraph.server.prune_cli import prune_command
+from phasegraph.server.render import EventRenderer
+from phasegraph.server.usage_cli import usage_command
 
 app = typer.Typer(help="Orchestration protocols for tool-using LLM agents.", no_args_is_help=True)
 
@@ -104,7 +104,7 @@ def serve_command(
     """Serve the HTTP API and web page (settings from PHASEGRAPH_* variables)."""
     import uvicorn
 
-    uvicorn.run("server.app:app", host=host, port=port, log_level="info", log_config=_log_config())
+    uvicorn.run("phasegraph.server.app:app", host=host, port=port, log_level="info", log_config=_log_config())
 
 
 def _log_config() -> dict[str, Any]:
@@ -116,7 +116,7 @@ def _log_config() -> dict[str, Any]:
     for handler in config["handlers"].values():
         handler["filters"] = ["redact"]
     config["root"] = {"handlers": ["default"], "level": "WARNING"}
-    config["loggers"]["server.retention"] = {"level": "INFO"}  # what each retention round removed
+    config["loggers"]["phasegraph.server.retention"] = {"level": "INFO"}  # what each retention round removed
     return config
 
 
@@ -133,7 +133,7 @@ def inspect_command(
     before: Annotated[str | None, typer.Option(help="Show checkpoints older than this one.")] = None,
 ) -> None:
     """Print a thread's checkpoint timeline, or one checkpoint's values (PHASEGRAPH_CHECKPOINTER)."""
-    from server.inspection import inspect_thread
+    from phasegraph.server.inspection import inspect_thread
 
     try:
         console = Console(soft_wrap=True)

@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from nodes.dataset import export
-from nodes.settings import run_settings
+from phasegraph.nodes.dataset import export
+from phasegraph.nodes.settings import run_settings
 
 dataset_app = typer.Typer(help="Training data the runs logged (one JSON line per iteration).")
 

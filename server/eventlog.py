@@ -21,11 +21,11 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from nodes.errors import PhasegraphError
-from nodes.events import Event
-from nodes.trace import TraceEntry
-from server.live import LiveHub
-from server.store import Append, RequestStore, Status
+from phasegraph.nodes.errors import PhasegraphError
+from phasegraph.nodes.events import Event
+from phasegraph.nodes.trace import TraceEntry
+from phasegraph.server.live import LiveHub
+from phasegraph.server.store import Append, RequestStore, Status
 
 logger = logging.getLogger(__name__)
 

@@ -7,11 +7,11 @@ import json
 from rich.console import Console
 from rich.table import Table
 
-from graphs.registry import get_protocol
-from nodes.settings import ServerSettings
-from server.checkpoints import DEFAULT_PAGE, checkpoint_values, timeline
-from server.persistence import open_checkpointer
-from server.store import RequestStore, only_one
+from phasegraph.graphs.registry import get_protocol
+from phasegraph.nodes.settings import ServerSettings
+from phasegraph.server.checkpoints import DEFAULT_PAGE, checkpoint_values, timeline
+from phasegraph.server.persistence import open_checkpointer
+from phasegraph.server.store import RequestStore, only_one
 
 
 async def inspect_thread(

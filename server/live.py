@@ -12,7 +12,7 @@ import asyncio
 from collections import deque
 from collections.abc import Iterable
 
-from nodes.events import Event
+from phasegraph.nodes.events import Event
 
 #: Events a subscriber may have waiting before it is dropped to replay mode.
 QUEUE_LIMIT = 1_000

@@ -12,17 +12,17 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from graphs.registry import get_protocol
-from nodes import telemetry
-from nodes.errors import ConfigurationError, InvalidInputError, NotFoundError
-from nodes.events import ErrorEvent, Event, Final
-from server.auth import Access
-from server.checkpoints import thread_config
-from server.responses import ID_PATTERN, NOT_BLANK, STARTS, errors, whole
-from server.runs import RunManager, manager_of
-from server.store import RequestRecord
-from tools import default_registry
-from tools.networks import (
+from phasegraph.graphs.registry import get_protocol
+from phasegraph.nodes import telemetry
+from phasegraph.nodes.errors import ConfigurationError, InvalidInputError, NotFoundError
+from phasegraph.nodes.events import ErrorEvent, Event, Final
+from phasegraph.server.auth import Access
+from phasegraph.server.checkpoints import thread_config
+from phasegraph.server.responses import ID_PATTERN, NOT_BLANK, STARTS, errors, whole
+from phasegraph.server.runs import RunManager, manager_of
+from phasegraph.server.store import RequestRecord
+from phasegraph.tools import default_registry
+from phasegraph.tools.networks import (
     NetworkDefinition,
     NetworkError,
     NetworkNotFound,

@@ -10,11 +10,11 @@ import typer
 from rich.console import Console
 from sqlalchemy.exc import SQLAlchemyError
 
-from nodes.settings import ServerSettings
-from server.store import RequestStore
-from tools import default_registry
-from tools.database import public_database
-from tools.networks import (
+from phasegraph.nodes.settings import ServerSettings
+from phasegraph.server.store import RequestStore
+from phasegraph.tools import default_registry
+from phasegraph.tools.database import public_database
+from phasegraph.tools.networks import (
     NetworkError,
     NetworkSnapshot,
     NetworkSummary,

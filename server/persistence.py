@@ -9,7 +9,7 @@ from pathlib import Path
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
-from nodes.errors import ConfigurationError
+from phasegraph.nodes.errors import ConfigurationError
 
 
 @asynccontextmanager

@@ -14,13 +14,13 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from nodes.planner.guidance import ContextType, ProfileName
-from server.auth import Access
-from server.responses import ID_PATTERN, STARTS, errors
-from server.runs import manager_of
-from server.sse import follow_sse
-from server.store import RequestRecord
-from tools.planning import LedgerFilter, PlanningStore
+from phasegraph.nodes.planner.guidance import ContextType, ProfileName
+from phasegraph.server.auth import Access
+from phasegraph.server.responses import ID_PATTERN, STARTS, errors
+from phasegraph.server.runs import manager_of
+from phasegraph.server.sse import follow_sse
+from phasegraph.server.store import RequestRecord
+from phasegraph.tools.planning import LedgerFilter, PlanningStore
 
 PROTOCOL = "planner"
 UsageGroup = Literal["operation", "context", "model", "profile", "execution_mode", "session", "request"]

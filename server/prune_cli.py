@@ -13,10 +13,10 @@ from rich.console import Console
 from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
-from nodes.errors import ConfigurationError
-from nodes.settings import ServerSettings
-from server.persistence import open_checkpointer
-from server.retention import (
+from phasegraph.nodes.errors import ConfigurationError
+from phasegraph.nodes.settings import ServerSettings
+from phasegraph.server.persistence import open_checkpointer
+from phasegraph.server.retention import (
     PruneReport,
     RetentionPolicy,
     parse_keep_latest,
@@ -25,8 +25,8 @@ from server.retention import (
     prune,
     pruner_for,
 )
-from server.store import RequestStore
-from tools.database import public_database
+from phasegraph.server.store import RequestStore
+from phasegraph.tools.database import public_database
 
 MEMORY = (
     "the memory checkpointer lives inside each server process, so there is nothing to prune from "

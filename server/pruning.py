@@ -3,7 +3,7 @@
 Each backend (``pruning_memory``, ``pruning_sqlite``, ``pruning_postgres``) answers the same few
 questions about its tables or dicts: which threads there are, what each namespace of a thread holds
 (its newest checkpoint, the oldest one to keep, how many), and removes checkpoints older than a
-given id with their pending writes and the blobs nothing kept refers to. ``server.retention``
+given id with their pending writes and the blobs nothing kept refers to. ``phasegraph.server.retention``
 decides what to remove; the backends only carry it out.
 
 Checkpoint ids are LangGraph's UUIDv6 strings: they sort by creation time as text, so "older than"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from langgraph.checkpoint.memory import InMemorySaver
 
-from server.pruning import INTERRUPT, NamespaceView, Removed, ThreadView
+from phasegraph.server.pruning import INTERRUPT, NamespaceView, Removed, ThreadView
 
 Saved = dict[str, tuple[tuple[str, bytes], tuple[str, bytes], str | None]]
 BlobKey = tuple[str, str, str, str | int | float]  # thread, namespace, channel, version

@@ -20,8 +20,16 @@ from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from server.pruning import ACTIVE, CHUNK, INTERRUPT, NamespaceView, Removed, ThreadView, thread_id_of
-from server.store import requests_table
+from phasegraph.server.pruning import (
+    ACTIVE,
+    CHUNK,
+    INTERRUPT,
+    NamespaceView,
+    Removed,
+    ThreadView,
+    thread_id_of,
+)
+from phasegraph.server.store import requests_table
 
 #: Blobs removed per transaction.
 BLOB_CHUNK = 5000

@@ -18,8 +18,16 @@ from typing import Any
 import aiosqlite
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from server.pruning import ACTIVE, CHUNK, INTERRUPT, NamespaceView, Removed, ThreadView, thread_id_of
-from server.store import requests_table
+from phasegraph.server.pruning import (
+    ACTIVE,
+    CHUNK,
+    INTERRUPT,
+    NamespaceView,
+    Removed,
+    ThreadView,
+    thread_id_of,
+)
+from phasegraph.server.store import requests_table
 
 #: Heads looked up per query (three bound values each; sqlite binds at most 32,766).
 HEADS_PER_QUERY = 1000

@@ -12,8 +12,8 @@ import socket
 import time
 from uuid import uuid4
 
-from nodes.events import Event, Resumed
-from server.store import RequestRecord
+from phasegraph.nodes.events import Event, Resumed
+from phasegraph.server.store import RequestRecord
 
 
 def new_owner_id() -> str:

@@ -7,7 +7,7 @@ import json
 from rich.console import Console
 from rich.panel import Panel
 
-from nodes.events import (
+from phasegraph.nodes.events import (
     AgentState,
     AgentStep,
     BudgetExhaustedEvent,

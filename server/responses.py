@@ -16,9 +16,9 @@ from pydantic.alias_generators import to_camel
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from graphs.registry import client_settings_schema
-from nodes.models import public_spec
-from nodes.settings import ServerSettings
+from phasegraph.graphs.registry import client_settings_schema
+from phasegraph.nodes.models import public_spec
+from phasegraph.nodes.settings import ServerSettings
 
 #: What ``str.strip()`` removes: the message check below must agree with the server's own test,
 #: and an explicit class means the same in the schema's ECMA regex, pydantic's and Python's.

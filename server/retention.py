@@ -26,9 +26,9 @@ import sqlalchemy as sa
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
-from nodes.errors import ConfigurationError
-from server.pruning import ACTIVE, Pruner, Removed, ThreadView, id_at, is_dated, thread_id_of
-from server.store import RequestStore, requests_table
+from phasegraph.nodes.errors import ConfigurationError
+from phasegraph.server.pruning import ACTIVE, Pruner, Removed, ThreadView, id_at, is_dated, thread_id_of
+from phasegraph.server.store import RequestStore, requests_table
 
 logger = logging.getLogger(__name__)
 
@@ -116,25 +116,25 @@ class PruneReport:
 
 
 def pruner_for(saver: BaseCheckpointSaver[str], *, requests: bool) -> Pruner:
-    """The pruner of a saver ``server.persistence`` opened.
+    """The pruner of a saver ``phasegraph.server.persistence`` opened.
 
     ``requests``: the server's request store is in the same database (sqlite, Postgres), so an
     expiring thread is checked against it again inside each transaction that removes part of it.
     """
     if isinstance(saver, InMemorySaver):
-        from server.pruning_memory import MemoryPruner
+        from phasegraph.server.pruning_memory import MemoryPruner
 
         return MemoryPruner(saver)
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     if isinstance(saver, AsyncSqliteSaver):
-        from server.pruning_sqlite import SqlitePruner
+        from phasegraph.server.pruning_sqlite import SqlitePruner
 
         return SqlitePruner(saver, requests=requests)
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
     if isinstance(saver, AsyncPostgresSaver):
-        from server.pruning_postgres import PostgresPruner
+        from phasegraph.server.pruning_postgres import PostgresPruner
 
         return PostgresPruner(saver, requests=requests)
     raise ConfigurationError(f"checkpoint retention cannot prune a {type(saver).__name__}")

@@ -23,22 +23,22 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from starlette.requests import Request
 
-from graphs.registry import ProtocolSpec, get_protocol
-from graphs.run import stream_graph, turn_input
-from nodes.context import RunContext
-from nodes.errors import ConfigurationError, ConflictError, NotFoundError, TooLargeError
-from nodes.events import Cancelled, ErrorEvent, Event, EventBase, Final, Paused, Resumed
-from nodes.models import public_spec
-from nodes.redact import redactor
-from nodes.settings import ServerSettings
-from nodes.trace import TraceEntry
-from server.checkpoints import end_of_phase, require_next, snapshot_at, thread_config
-from server.eventlog import EventLog, Superseded
-from server.live import LiveHub, Subscription
-from server.recovery import is_orphaned, new_owner_id, replaced_from
-from server.stops import RunStops
-from server.store import RequestRecord, RequestStore, Status, scoped_key
-from server.wakeups import Wakeups
+from phasegraph.graphs.registry import ProtocolSpec, get_protocol
+from phasegraph.graphs.run import stream_graph, turn_input
+from phasegraph.nodes.context import RunContext
+from phasegraph.nodes.errors import ConfigurationError, ConflictError, NotFoundError, TooLargeError
+from phasegraph.nodes.events import Cancelled, ErrorEvent, Event, EventBase, Final, Paused, Resumed
+from phasegraph.nodes.models import public_spec
+from phasegraph.nodes.redact import redactor
+from phasegraph.nodes.settings import ServerSettings
+from phasegraph.nodes.trace import TraceEntry
+from phasegraph.server.checkpoints import end_of_phase, require_next, snapshot_at, thread_config
+from phasegraph.server.eventlog import EventLog, Superseded
+from phasegraph.server.live import LiveHub, Subscription
+from phasegraph.server.recovery import is_orphaned, new_owner_id, replaced_from
+from phasegraph.server.stops import RunStops
+from phasegraph.server.store import RequestRecord, RequestStore, Status, scoped_key
+from phasegraph.server.wakeups import Wakeups
 
 logger = logging.getLogger(__name__)
 

@@ -9,10 +9,10 @@ from typing import Literal
 import anyio
 from fastapi.sse import ServerSentEvent
 
-from nodes.errors import ConflictError
-from nodes.events import Event
-from server.runs import RunManager
-from server.store import RequestRecord
+from phasegraph.nodes.errors import ConflictError
+from phasegraph.nodes.events import Event
+from phasegraph.server.runs import RunManager
+from phasegraph.server.store import RequestRecord
 
 
 def to_sse(event: Event) -> ServerSentEvent:

@@ -17,12 +17,12 @@ import sqlalchemy as sa
 from pydantic import BaseModel, Field, model_validator
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from nodes.errors import ConflictError, NotFoundError
-from nodes.events import Event, parse_event
-from nodes.redact import redactor
-from nodes.trace import TraceEntry
-from server.migrate import upgrade_schema
-from tools.database import MEMORY_URL, open_engine
+from phasegraph.nodes.errors import ConflictError, NotFoundError
+from phasegraph.nodes.events import Event, parse_event
+from phasegraph.nodes.redact import redactor
+from phasegraph.nodes.trace import TraceEntry
+from phasegraph.server.migrate import upgrade_schema
+from phasegraph.tools.database import MEMORY_URL, open_engine
 
 Status = Literal["running", "paused", "cancelled", "completed", "failed"]
 

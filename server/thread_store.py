@@ -13,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
-from server.store import (
+from phasegraph.server.store import (
     RequestRecord,
     RequestStore,
     events_table,

@@ -9,9 +9,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nodes.settings import ServerSettings
-from server.store import RequestStore
-from tools.planning import LedgerFilter, PlanningError, UsageReport, open_planning
+from phasegraph.nodes.settings import ServerSettings
+from phasegraph.server.store import RequestStore
+from phasegraph.tools.planning import LedgerFilter, PlanningError, UsageReport, open_planning
 
 
 def usage_command(

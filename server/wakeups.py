@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from server.store import CONTROL_CHANNEL, EVENTS_CHANNEL
+from phasegraph.server.store import CONTROL_CHANNEL, EVENTS_CHANNEL
 
 logger = logging.getLogger(__name__)
 

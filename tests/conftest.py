@@ -12,11 +12,11 @@ from uuid import uuid4
 import psycopg
 import pytest
 
-from graphs.run import RunResult, run
-from nodes.models import DEMO_WORKSPACE
-from nodes.redact import redactor
-from nodes.settings import provider_settings, run_settings
-from nodes.trace import MemoryTraceStore
+from phasegraph.graphs.run import RunResult, run
+from phasegraph.nodes.models import DEMO_WORKSPACE
+from phasegraph.nodes.redact import redactor
+from phasegraph.nodes.settings import provider_settings, run_settings
+from phasegraph.nodes.trace import MemoryTraceStore
 
 #: The key 'openai:' specs use against the fake provider (tests check it never leaks).
 PROVIDER_KEY = "sk-test-SECRET-0123456789abcdef"

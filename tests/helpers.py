@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from graphs.run import RunResult
-from nodes.scripted import Script, ScriptedChatModel
+from phasegraph.graphs.run import RunResult
+from phasegraph.nodes.scripted import Script, ScriptedChatModel
 
 
 def turn(content: str = "", *calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from nodes.events import Final, parse_event
-from server.cli import app
+from phasegraph.nodes.events import Final, parse_event
+from phasegraph.server.cli import app
 from tests.helpers import turn, write_script
 
 runner = CliRunner()

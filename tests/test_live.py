@@ -4,10 +4,10 @@ import os
 
 import pytest
 
-from nodes.events import Final
-from nodes.prices import price_of
+from phasegraph.nodes.events import Final
+from phasegraph.nodes.prices import price_of
+from phasegraph.tools.planning import LedgerFilter, open_planning
 from tests.helpers import of_type
-from tools.planning import LedgerFilter, open_planning
 
 pytestmark = [
     pytest.mark.live,

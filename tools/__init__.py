@@ -3,11 +3,11 @@
 This layer knows nothing about graphs; nodes call into it.
 """
 
-from tools.context import ToolContext
-from tools.registry import ToolRegistry
-from tools.runner import ToolResult, ToolRunner
-from tools.signature import canonical_signature
-from tools.workspace import default_registry
+from phasegraph.tools.context import ToolContext
+from phasegraph.tools.registry import ToolRegistry
+from phasegraph.tools.runner import ToolResult, ToolRunner
+from phasegraph.tools.signature import canonical_signature
+from phasegraph.tools.workspace import default_registry
 
 __all__ = [
     "ToolContext",

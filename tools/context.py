@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
-    from tools.planning.store import PlanningStore
-    from tools.resources.repository import ResourceRepository
+    from phasegraph.tools.planning.store import PlanningStore
+    from phasegraph.tools.resources.repository import ResourceRepository
 
     OptionalRepository: TypeAlias = ResourceRepository | None
     OptionalPlanning: TypeAlias = PlanningStore | None
@@ -27,5 +27,7 @@ class ToolContext:
     project_id: str
     request_id: str = ""
     resources: OptionalRepository = None  # the repository the resource tools read and change, if any
-    planning: OptionalPlanning = None  # the project domain's store (tools.planning.PlanningStore), if any
+    planning: OptionalPlanning = (
+        None  # the project domain's store (phasegraph.tools.planning.PlanningStore), if any
+    )
     entity_id: str = ""  # the entity the conversation is about (a project id), if any

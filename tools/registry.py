@@ -10,7 +10,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from tools.signature import NORMALIZERS_KEY, ArgNormalizer, canonical_signature
+from phasegraph.tools.signature import NORMALIZERS_KEY, ArgNormalizer, canonical_signature
 
 
 class ToolRegistry:

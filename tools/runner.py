@@ -8,9 +8,9 @@ from typing import Any, Literal
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ValidationError
 
-from tools.context import ToolContext
-from tools.errors import ToolError
-from tools.registry import ToolRegistry
+from phasegraph.tools.context import ToolContext
+from phasegraph.tools.errors import ToolError
+from phasegraph.tools.registry import ToolRegistry
 
 #: Name of the injected argument through which tools receive the run's ToolContext.
 CONTEXT_ARG = "context"

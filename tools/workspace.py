@@ -10,10 +10,10 @@ from typing import Annotated
 
 from langchain_core.tools import BaseTool, InjectedToolArg, tool
 
-from tools.context import ToolContext
-from tools.errors import ToolError, WorkspaceEscapeError
-from tools.registry import ToolRegistry
-from tools.signature import NORMALIZERS_KEY, normalize_path
+from phasegraph.tools.context import ToolContext
+from phasegraph.tools.errors import ToolError, WorkspaceEscapeError
+from phasegraph.tools.registry import ToolRegistry
+from phasegraph.tools.signature import NORMALIZERS_KEY, normalize_path
 
 MAX_READ_CHARS = 20_000
 MAX_LISTED = 200

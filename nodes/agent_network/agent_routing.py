@@ -7,13 +7,13 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
-from nodes.agent_network.context import AgentNetworkContext
-from nodes.agent_network.network import spans_of
-from nodes.agent_network.schemas import Instruction
-from nodes.agent_network.state import AgentNetworkState, progress
-from nodes.answers import all_tools_failed
-from nodes.emit import Emitter, reports_errors
-from nodes.events import BudgetExhaustedEvent, ErrorEvent, Final, Route
+from phasegraph.nodes.agent_network.context import AgentNetworkContext
+from phasegraph.nodes.agent_network.network import spans_of
+from phasegraph.nodes.agent_network.schemas import Instruction
+from phasegraph.nodes.agent_network.state import AgentNetworkState, progress
+from phasegraph.nodes.answers import all_tools_failed
+from phasegraph.nodes.emit import Emitter, reports_errors
+from phasegraph.nodes.events import BudgetExhaustedEvent, ErrorEvent, Final, Route
 
 
 @reports_errors

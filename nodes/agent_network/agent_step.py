@@ -7,18 +7,18 @@ from typing import Any, Literal
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
-from nodes.agent_network.context import AgentNetworkContext
-from nodes.agent_network.execution_log import agent_entry, preview
-from nodes.agent_network.network import spans_of
-from nodes.agent_network.prompts import build_prompt
-from nodes.agent_network.schemas import AgentDecision, incomplete
-from nodes.agent_network.state import AgentNetworkState, progress
-from nodes.emit import Emitter, reports_errors
-from nodes.errors import PhasegraphError
-from nodes.events import AgentStep
-from nodes.structured import ask_structured
-from nodes.telemetry import prompt_attributes
-from tools.networks import CompiledAgent, NetworkSnapshot
+from phasegraph.nodes.agent_network.context import AgentNetworkContext
+from phasegraph.nodes.agent_network.execution_log import agent_entry, preview
+from phasegraph.nodes.agent_network.network import spans_of
+from phasegraph.nodes.agent_network.prompts import build_prompt
+from phasegraph.nodes.agent_network.schemas import AgentDecision, incomplete
+from phasegraph.nodes.agent_network.state import AgentNetworkState, progress
+from phasegraph.nodes.emit import Emitter, reports_errors
+from phasegraph.nodes.errors import PhasegraphError
+from phasegraph.nodes.events import AgentStep
+from phasegraph.nodes.structured import ask_structured
+from phasegraph.nodes.telemetry import prompt_attributes
+from phasegraph.tools.networks import CompiledAgent, NetworkSnapshot
 
 DECIDE = "Decide your next action for the user's request, as one JSON decision."
 

@@ -8,10 +8,10 @@ from typing import Any, ClassVar
 
 from pydantic.json_schema import SkipJsonSchema
 
-from nodes.context import RunContext
-from nodes.errors import ConfigurationError
-from nodes.structured import StructuredMethod
-from nodes.telemetry import RunSpans
+from phasegraph.nodes.context import RunContext
+from phasegraph.nodes.errors import ConfigurationError
+from phasegraph.nodes.structured import StructuredMethod
+from phasegraph.nodes.telemetry import RunSpans
 
 DEMO_SCRIPT = Path(__file__).parent / "demo" / "script.json"
 
@@ -77,7 +77,7 @@ class AgentNetworkContext(RunContext):
     )
     network_store: SkipJsonSchema[Any] = field(
         default=None,
-        metadata={"description": "Python API only: a tools.networks store to read networks from."},
+        metadata={"description": "Python API only: a phasegraph.tools.networks store to read networks from."},
     )
 
     def __post_init__(self) -> None:
@@ -88,7 +88,7 @@ class AgentNetworkContext(RunContext):
         if self.network_version < 0:
             raise ConfigurationError("network_version must not be negative (0 runs the latest)")
         if self.network_store is not None and not hasattr(self.network_store, "get"):
-            raise ConfigurationError("network_store must be a tools.networks store")
+            raise ConfigurationError("network_store must be a phasegraph.tools.networks store")
         if self.network_version and not self.network:
             raise ConfigurationError("network_version needs a network name")
         if not isinstance(self.system_params, dict):

@@ -11,7 +11,7 @@ import json
 import time
 from typing import Any
 
-from tools import ToolResult
+from phasegraph.tools import ToolResult
 
 INPUT_PREVIEW = 80
 REASONING_PREVIEW = 120

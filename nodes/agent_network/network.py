@@ -8,12 +8,12 @@ from langchain_core.messages import HumanMessage
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from nodes.agent_network.context import AgentNetworkContext
-from nodes.agent_network.state import AgentNetworkState
-from nodes.emit import reports_errors
-from nodes.errors import ConfigurationError, NotFoundError
-from nodes.telemetry import RunSpans
-from tools.networks import (
+from phasegraph.nodes.agent_network.context import AgentNetworkContext
+from phasegraph.nodes.agent_network.state import AgentNetworkState
+from phasegraph.nodes.emit import reports_errors
+from phasegraph.nodes.errors import ConfigurationError, NotFoundError
+from phasegraph.nodes.telemetry import RunSpans
+from phasegraph.tools.networks import (
     EXAMPLE_NETWORK,
     NetworkError,
     NetworkNotFound,

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nodes.agent_network.execution_log import current_segment, summary
-from tools.networks import CompiledAgent
+from phasegraph.nodes.agent_network.execution_log import current_segment, summary
+from phasegraph.tools.networks import CompiledAgent
 
 TOOL_HISTORY = "{tool_history}"
 CONTEXT_HEADING = "## Context"

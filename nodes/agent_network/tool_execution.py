@@ -7,15 +7,15 @@ from uuid import uuid4
 
 from langgraph.runtime import Runtime
 
-from nodes.agent_network.agent_step import budget_spent
-from nodes.agent_network.context import AgentNetworkContext
-from nodes.agent_network.execution_log import preview, tool_entry, tool_payload
-from nodes.agent_network.network import spans_of
-from nodes.agent_network.schemas import Instruction
-from nodes.agent_network.state import AgentNetworkState, progress
-from nodes.emit import Emitter, reports_errors
-from nodes.tool_calls import execute_tool_call
-from tools.networks import NetworkSnapshot, tool_catalogue
+from phasegraph.nodes.agent_network.agent_step import budget_spent
+from phasegraph.nodes.agent_network.context import AgentNetworkContext
+from phasegraph.nodes.agent_network.execution_log import preview, tool_entry, tool_payload
+from phasegraph.nodes.agent_network.network import spans_of
+from phasegraph.nodes.agent_network.schemas import Instruction
+from phasegraph.nodes.agent_network.state import AgentNetworkState, progress
+from phasegraph.nodes.emit import Emitter, reports_errors
+from phasegraph.nodes.tool_calls import execute_tool_call
+from phasegraph.tools.networks import NetworkSnapshot, tool_catalogue
 
 
 @reports_errors

@@ -6,14 +6,14 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from nodes.emit import Emitter, reports_errors
-from nodes.events import Decision
-from nodes.goal_pursuit.context import GoalPursuitContext
-from nodes.goal_pursuit.phases import run_phase
-from nodes.goal_pursuit.schemas import ActionDecision, planned_action
-from nodes.goal_pursuit.state import GoalPursuitState, progress
-from tools import ToolRegistry
-from tools.runner import argument_problem
+from phasegraph.nodes.emit import Emitter, reports_errors
+from phasegraph.nodes.events import Decision
+from phasegraph.nodes.goal_pursuit.context import GoalPursuitContext
+from phasegraph.nodes.goal_pursuit.phases import run_phase
+from phasegraph.nodes.goal_pursuit.schemas import ActionDecision, planned_action
+from phasegraph.nodes.goal_pursuit.state import GoalPursuitState, progress
+from phasegraph.tools import ToolRegistry
+from phasegraph.tools.runner import argument_problem
 
 
 @reports_errors

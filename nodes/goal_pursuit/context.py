@@ -8,13 +8,13 @@ from typing import Any, ClassVar, Literal
 
 from pydantic.json_schema import SkipJsonSchema
 
-from nodes.context import RunContext
-from nodes.errors import ConfigurationError
-from nodes.goal_pursuit.prompts import PhaseTemplates, phase_templates
-from nodes.settings import run_settings
-from nodes.structured import StructuredMethod
-from tools import ToolContext, ToolRegistry
-from tools.resources import ResourceError, ResourceRepository, load_bundled, resource_registry
+from phasegraph.nodes.context import RunContext
+from phasegraph.nodes.errors import ConfigurationError
+from phasegraph.nodes.goal_pursuit.prompts import PhaseTemplates, phase_templates
+from phasegraph.nodes.settings import run_settings
+from phasegraph.nodes.structured import StructuredMethod
+from phasegraph.tools import ToolContext, ToolRegistry
+from phasegraph.tools.resources import ResourceError, ResourceRepository, load_bundled, resource_registry
 
 DEMO_SCRIPT = Path(__file__).parent / "demo" / "script.json"
 
@@ -80,7 +80,8 @@ class GoalPursuitContext(RunContext):
         },
     )
     resource_repository: SkipJsonSchema[Any] = field(
-        default=None, metadata={"description": "Python API only: a tools.resources.ResourceRepository."}
+        default=None,
+        metadata={"description": "Python API only: a phasegraph.tools.resources.ResourceRepository."},
     )
 
     def __post_init__(self) -> None:
@@ -97,7 +98,9 @@ class GoalPursuitContext(RunContext):
         if self.resource_repository is not None and not isinstance(
             self.resource_repository, ResourceRepository
         ):
-            raise ConfigurationError("resource_repository must be a tools.resources.ResourceRepository")
+            raise ConfigurationError(
+                "resource_repository must be a phasegraph.tools.resources.ResourceRepository"
+            )
         if self.resources and not Path(self.resources).is_dir():
             raise ConfigurationError(f"resources folder {self.resources!r} is not a folder")
         self.templates()  # a missing template is a configuration error now, not mid-run

@@ -7,12 +7,12 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from nodes.emit import Emitter, reports_errors
-from nodes.goal_pursuit.context import GoalPursuitContext
-from nodes.goal_pursuit.phases import report_changes, run_phase
-from nodes.goal_pursuit.resource_context import ContextEditor, change_tools
-from nodes.goal_pursuit.schemas import DiscoveryPlan
-from nodes.goal_pursuit.state import GoalPursuitState, progress
+from phasegraph.nodes.emit import Emitter, reports_errors
+from phasegraph.nodes.goal_pursuit.context import GoalPursuitContext
+from phasegraph.nodes.goal_pursuit.phases import report_changes, run_phase
+from phasegraph.nodes.goal_pursuit.resource_context import ContextEditor, change_tools
+from phasegraph.nodes.goal_pursuit.schemas import DiscoveryPlan
+from phasegraph.nodes.goal_pursuit.state import GoalPursuitState, progress
 
 
 @reports_errors

@@ -6,15 +6,15 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from nodes.answers import GatheredResult, format_args
-from nodes.emit import Emitter, reports_errors
-from nodes.events import DuplicateToolCall, PhaseEnd, PhaseStart
-from nodes.goal_pursuit.context import GoalPursuitContext
-from nodes.goal_pursuit.repository import open_repository
-from nodes.goal_pursuit.schemas import OperationPlan, PursuitAssessment
-from nodes.goal_pursuit.state import GoalPursuitState, progress
-from nodes.tool_calls import execute_tool_call
-from tools import ToolResult
+from phasegraph.nodes.answers import GatheredResult, format_args
+from phasegraph.nodes.emit import Emitter, reports_errors
+from phasegraph.nodes.events import DuplicateToolCall, PhaseEnd, PhaseStart
+from phasegraph.nodes.goal_pursuit.context import GoalPursuitContext
+from phasegraph.nodes.goal_pursuit.repository import open_repository
+from phasegraph.nodes.goal_pursuit.schemas import OperationPlan, PursuitAssessment
+from phasegraph.nodes.goal_pursuit.state import GoalPursuitState, progress
+from phasegraph.nodes.tool_calls import execute_tool_call
+from phasegraph.tools import ToolResult
 
 #: Characters of a tool result the finished-task line keeps.
 TASK_RESULT_CHARS = 200

@@ -9,15 +9,15 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
-from nodes.emit import Emitter
-from nodes.events import ContextUpdate, PhaseEnd, PhaseStart
-from nodes.goal_pursuit.context import GoalPursuitContext
-from nodes.goal_pursuit.prompts import PhaseName
-from nodes.goal_pursuit.repository import open_repository
-from nodes.goal_pursuit.resource_context import Change, ContextEditor
-from nodes.goal_pursuit.schemas import read_action
-from nodes.goal_pursuit.state import GoalPursuitState, progress
-from nodes.structured import ask_structured
+from phasegraph.nodes.emit import Emitter
+from phasegraph.nodes.events import ContextUpdate, PhaseEnd, PhaseStart
+from phasegraph.nodes.goal_pursuit.context import GoalPursuitContext
+from phasegraph.nodes.goal_pursuit.prompts import PhaseName
+from phasegraph.nodes.goal_pursuit.repository import open_repository
+from phasegraph.nodes.goal_pursuit.resource_context import Change, ContextEditor
+from phasegraph.nodes.goal_pursuit.schemas import read_action
+from phasegraph.nodes.goal_pursuit.state import GoalPursuitState, progress
+from phasegraph.nodes.structured import ask_structured
 
 M = TypeVar("M", bound=BaseModel)
 #: Characters of each earlier tool result the prompts repeat.

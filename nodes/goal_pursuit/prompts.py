@@ -18,7 +18,7 @@ from typing import Any, Literal
 from jinja2 import ChoiceLoader, FileSystemLoader, StrictUndefined, TemplateError
 from jinja2.sandbox import SandboxedEnvironment
 
-from nodes.errors import ConfigurationError
+from phasegraph.nodes.errors import ConfigurationError
 
 PhaseName = Literal["context_discovery", "context_refinement", "action_decision", "refinement_analysis"]
 

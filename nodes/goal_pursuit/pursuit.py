@@ -7,16 +7,16 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.runtime import Runtime
 
-from nodes.answers import all_tools_failed, format_args
-from nodes.emit import Emitter, reports_errors
-from nodes.errors import ConfigurationError
-from nodes.events import BudgetExhaustedEvent, Final
-from nodes.goal_pursuit.context import GoalPursuitContext
-from nodes.goal_pursuit.repository import open_repository
-from nodes.goal_pursuit.resource_context import ResourceContext
-from nodes.goal_pursuit.schemas import OperationPlan, PursuitAssessment, Resolution, read_action
-from nodes.goal_pursuit.state import GoalPursuitState, progress
-from nodes.tool_calls import trace_tool_registration
+from phasegraph.nodes.answers import all_tools_failed, format_args
+from phasegraph.nodes.emit import Emitter, reports_errors
+from phasegraph.nodes.errors import ConfigurationError
+from phasegraph.nodes.events import BudgetExhaustedEvent, Final
+from phasegraph.nodes.goal_pursuit.context import GoalPursuitContext
+from phasegraph.nodes.goal_pursuit.repository import open_repository
+from phasegraph.nodes.goal_pursuit.resource_context import ResourceContext
+from phasegraph.nodes.goal_pursuit.schemas import OperationPlan, PursuitAssessment, Resolution, read_action
+from phasegraph.nodes.goal_pursuit.state import GoalPursuitState, progress
+from phasegraph.nodes.tool_calls import trace_tool_registration
 
 STEP_BUDGET_ANSWER = (
     "I stopped after {steps} executed step(s), the most one turn may run, before the goal was resolved. Done:"

@@ -6,12 +6,12 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from nodes.emit import Emitter, reports_errors
-from nodes.events import BudgetExhaustedEvent, Verdict
-from nodes.goal_pursuit.context import GoalPursuitContext
-from nodes.goal_pursuit.phases import run_phase
-from nodes.goal_pursuit.schemas import AssessmentUpdate, PursuitAssessment, RefinementDecision
-from nodes.goal_pursuit.state import GoalPursuitState, progress
+from phasegraph.nodes.emit import Emitter, reports_errors
+from phasegraph.nodes.events import BudgetExhaustedEvent, Verdict
+from phasegraph.nodes.goal_pursuit.context import GoalPursuitContext
+from phasegraph.nodes.goal_pursuit.phases import run_phase
+from phasegraph.nodes.goal_pursuit.schemas import AssessmentUpdate, PursuitAssessment, RefinementDecision
+from phasegraph.nodes.goal_pursuit.state import GoalPursuitState, progress
 
 DEFERRED_HINT = (
     "The last decision was approved but not run: execution is allowed from iteration {iteration}. "

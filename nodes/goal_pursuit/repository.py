@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from nodes.goal_pursuit.context import GoalPursuitContext
-from tools.resources import ResourceRepository
+from phasegraph.nodes.goal_pursuit.context import GoalPursuitContext
+from phasegraph.tools.resources import ResourceRepository
 
 
 async def open_repository(context: GoalPursuitContext, state: Mapping[str, Any]) -> ResourceRepository:

@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from nodes.goal_pursuit.schemas import PropertyRule
-from tools.resources import ResourceRepository
+from phasegraph.nodes.goal_pursuit.schemas import PropertyRule
+from phasegraph.tools.resources import ResourceRepository
 
 ChangeAction = Literal["searched", "loaded", "excluded", "filtered", "expanded", "collapsed", "sorted"]
 

@@ -10,12 +10,12 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from pydantic import BaseModel
 
-from nodes.errors import InvalidModelOutput, ProviderError
-from nodes.planner.context import PlannerContext
-from nodes.planner.guidance import ProfileName
-from nodes.planner.ledger import record_call
-from nodes.planner.state import TurnUsage
-from nodes.structured import ModelCall, ask_structured
+from phasegraph.nodes.errors import InvalidModelOutput, ProviderError
+from phasegraph.nodes.planner.context import PlannerContext
+from phasegraph.nodes.planner.guidance import ProfileName
+from phasegraph.nodes.planner.ledger import record_call
+from phasegraph.nodes.planner.state import TurnUsage
+from phasegraph.nodes.structured import ModelCall, ask_structured
 
 M = TypeVar("M", bound=BaseModel)
 

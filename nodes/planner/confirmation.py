@@ -14,12 +14,12 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from nodes.emit import Emitter, reports_errors
-from nodes.events import AgentState, Final
-from nodes.planner.context import PlannerContext
-from nodes.planner.ledger import public_usage
-from nodes.planner.prompts import CONFIRMATION_QUESTION
-from nodes.planner.state import PlannerState, meta
+from phasegraph.nodes.emit import Emitter, reports_errors
+from phasegraph.nodes.events import AgentState, Final
+from phasegraph.nodes.planner.context import PlannerContext
+from phasegraph.nodes.planner.ledger import public_usage
+from phasegraph.nodes.planner.prompts import CONFIRMATION_QUESTION
+from phasegraph.nodes.planner.state import PlannerState, meta
 
 
 @reports_errors

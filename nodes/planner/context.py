@@ -11,10 +11,10 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import ValidationError
 from pydantic.json_schema import SkipJsonSchema
 
-from nodes.context import RunContext
-from nodes.errors import ConfigurationError
-from nodes.models import make_model, public_spec
-from nodes.planner.guidance import (
+from phasegraph.nodes.context import RunContext
+from phasegraph.nodes.errors import ConfigurationError
+from phasegraph.nodes.models import make_model, public_spec
+from phasegraph.nodes.planner.guidance import (
     CONTEXT_TYPES,
     DEFAULT_PROFILES,
     GUIDANCE,
@@ -22,9 +22,9 @@ from nodes.planner.guidance import (
     ProfileName,
     ProfileSettings,
 )
-from nodes.structured import StructuredMethod
-from tools import ToolContext, ToolRegistry
-from tools.planning import PlanningStore, open_planning, planning_registry
+from phasegraph.nodes.structured import StructuredMethod
+from phasegraph.tools import ToolContext, ToolRegistry
+from phasegraph.tools.planning import PlanningStore, open_planning, planning_registry
 
 DEMO_SCRIPT = Path(__file__).parent / "demo" / "script.json"
 PROFILES = ("speed", "balanced", "quality")
@@ -85,7 +85,8 @@ class PlannerContext(RunContext):
         metadata={"description": "How plans and reviews are asked for: auto, tool_calling or json_mode."},
     )
     planning_store: SkipJsonSchema[Any] = field(
-        default=None, metadata={"description": "Python API only: an open tools.planning.PlanningStore."}
+        default=None,
+        metadata={"description": "Python API only: an open phasegraph.tools.planning.PlanningStore."},
     )
 
     def __post_init__(self) -> None:

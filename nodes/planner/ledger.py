@@ -6,10 +6,10 @@ import time
 
 from langgraph.config import get_config
 
-from nodes.planner.context import PlannerContext
-from nodes.planner.state import TurnUsage
-from nodes.prices import cost_usd
-from tools.planning import ErrorRow, UsageRow
+from phasegraph.nodes.planner.context import PlannerContext
+from phasegraph.nodes.planner.state import TurnUsage
+from phasegraph.nodes.prices import cost_usd
+from phasegraph.tools.planning import ErrorRow, UsageRow
 
 #: The component name error rows carry.
 COMPONENT = "planner"

@@ -10,17 +10,25 @@ from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
-from nodes.emit import Emitter, reports_errors
-from nodes.events import PlanCreated, PlanReadyForReview
-from nodes.planner.asking import ask_accounted
-from nodes.planner.context import PlannerContext
-from nodes.planner.guidance import guidance_text
-from nodes.planner.ledger import record_error, session_id
-from nodes.planner.plan_rules import plan_problem
-from nodes.planner.prompts import PLAN_PROMPT, CreatePlanArgs
-from nodes.planner.schemas import PlanDraft
-from nodes.planner.state import ExecutionMode, PendingCall, Plan, PlannerState, PlanStep, meta, public_plan
-from tools.planning import PlanRecord, is_destructive
+from phasegraph.nodes.emit import Emitter, reports_errors
+from phasegraph.nodes.events import PlanCreated, PlanReadyForReview
+from phasegraph.nodes.planner.asking import ask_accounted
+from phasegraph.nodes.planner.context import PlannerContext
+from phasegraph.nodes.planner.guidance import guidance_text
+from phasegraph.nodes.planner.ledger import record_error, session_id
+from phasegraph.nodes.planner.plan_rules import plan_problem
+from phasegraph.nodes.planner.prompts import PLAN_PROMPT, CreatePlanArgs
+from phasegraph.nodes.planner.schemas import PlanDraft
+from phasegraph.nodes.planner.state import (
+    ExecutionMode,
+    PendingCall,
+    Plan,
+    PlannerState,
+    PlanStep,
+    meta,
+    public_plan,
+)
+from phasegraph.tools.planning import PlanRecord, is_destructive
 
 OPERATION = "plan_create"
 #: The first status each execution mode stores a drafted plan with.

@@ -15,16 +15,16 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from nodes.answers import GatheredResult
-from nodes.emit import Emitter, reports_errors
-from nodes.events import AgentState, StepComplete, StepStart
-from nodes.planner.clock import TurnClock
-from nodes.planner.context import PlannerContext
-from nodes.planner.ledger import record_error
-from nodes.planner.plan_rules import REFERENCE
-from nodes.planner.state import PlanRunState, StepOutcome, meta, public_plan
-from nodes.tool_calls import execute_tool_call
-from tools import ToolResult
+from phasegraph.nodes.answers import GatheredResult
+from phasegraph.nodes.emit import Emitter, reports_errors
+from phasegraph.nodes.events import AgentState, StepComplete, StepStart
+from phasegraph.nodes.planner.clock import TurnClock
+from phasegraph.nodes.planner.context import PlannerContext
+from phasegraph.nodes.planner.ledger import record_error
+from phasegraph.nodes.planner.plan_rules import REFERENCE
+from phasegraph.nodes.planner.state import PlanRunState, StepOutcome, meta, public_plan
+from phasegraph.nodes.tool_calls import execute_tool_call
+from phasegraph.tools import ToolResult
 
 #: Characters of a step's result the summary (the plan call's result) quotes.
 SUMMARY_CHARS = 600

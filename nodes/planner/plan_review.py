@@ -8,14 +8,14 @@ from typing import Any, Literal
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langgraph.runtime import Runtime
 
-from nodes.emit import Emitter, reports_errors
-from nodes.events import PlanReview
-from nodes.planner.asking import ask_accounted
-from nodes.planner.context import PlannerContext
-from nodes.planner.ledger import record_error
-from nodes.planner.prompts import REVIEW_PROMPT
-from nodes.planner.schemas import PlanVerdict
-from nodes.planner.state import Plan, PlannerState, meta, public_plan
+from phasegraph.nodes.emit import Emitter, reports_errors
+from phasegraph.nodes.events import PlanReview
+from phasegraph.nodes.planner.asking import ask_accounted
+from phasegraph.nodes.planner.context import PlannerContext
+from phasegraph.nodes.planner.ledger import record_error
+from phasegraph.nodes.planner.prompts import REVIEW_PROMPT
+from phasegraph.nodes.planner.schemas import PlanVerdict
+from phasegraph.nodes.planner.state import Plan, PlannerState, meta, public_plan
 
 OPERATION = "plan_review"
 #: What a plan's stored status becomes after each verdict.

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 
-from nodes.planner.guidance import ContextType
-from nodes.planner.prompts import PROJECT_CREATE_RULE
-from nodes.planner.schemas import PlanDraft
-from tools import ToolRegistry
-from tools.runner import argument_problem
+from phasegraph.nodes.planner.guidance import ContextType
+from phasegraph.nodes.planner.prompts import PROJECT_CREATE_RULE
+from phasegraph.nodes.planner.schemas import PlanDraft
+from phasegraph.tools import ToolRegistry
+from phasegraph.tools.runner import argument_problem
 
 #: ``${s2.project.id}``: the field ``project.id`` of step s2's JSON result.
 REFERENCE = re.compile(r"\$\{(s[0-9]{1,3})((?:\.[A-Za-z0-9_]+)*)\}")

@@ -11,23 +11,23 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Syst
 from langchain_core.messages.utils import message_chunk_to_message
 from langgraph.runtime import Runtime
 
-from nodes.emit import Emitter, reports_errors
-from nodes.events import AgentState, TextChunk
-from nodes.models import stream_model
-from nodes.planner.clock import TurnClock
-from nodes.planner.context import PlannerContext
-from nodes.planner.guidance import guidance_text
-from nodes.planner.ledger import record_call
-from nodes.planner.prompts import (
+from phasegraph.nodes.emit import Emitter, reports_errors
+from phasegraph.nodes.events import AgentState, TextChunk
+from phasegraph.nodes.models import stream_model
+from phasegraph.nodes.planner.clock import TurnClock
+from phasegraph.nodes.planner.context import PlannerContext
+from phasegraph.nodes.planner.guidance import guidance_text
+from phasegraph.nodes.planner.ledger import record_call
+from phasegraph.nodes.planner.prompts import (
     NO_TOOLS_REMINDER,
     PENDING_CONFIRMATION_NOTE,
     PENDING_PLAN_NOTE,
     SYSTEM_PROMPT,
     virtual_tool_schemas,
 )
-from nodes.planner.state import PendingCall, PlannerState, meta
-from nodes.prompts import ARGS_TOO_LARGE
-from nodes.structured import hit_token_limit
+from phasegraph.nodes.planner.state import PendingCall, PlannerState, meta
+from phasegraph.nodes.prompts import ARGS_TOO_LARGE
+from phasegraph.nodes.structured import hit_token_limit
 
 OPERATION = "planner_stream"
 CUT_OFF = (

@@ -8,7 +8,7 @@ from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-from nodes.answers import GatheredResult
+from phasegraph.nodes.answers import GatheredResult
 
 ExecutionMode = Literal["auto_execute", "draft_only", "agent_review"]
 Stop = Literal["", "tool_cap", "watchdog", "confirm", "plan", "run_plan"]

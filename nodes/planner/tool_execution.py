@@ -12,17 +12,23 @@ from typing import Any, Literal, cast
 from langchain_core.messages import ToolMessage
 from langgraph.runtime import Runtime
 
-from nodes.answers import GatheredResult
-from nodes.emit import Emitter, reports_errors
-from nodes.events import AgentState
-from nodes.planner.clock import TurnClock
-from nodes.planner.context import PlannerContext
-from nodes.planner.ledger import record_error
-from nodes.planner.prompts import AWAITING_CONFIRMATION, CAP_NOTE, PLAN_PER_STEP, VIRTUAL_TOOLS, WATCHDOG_NOTE
-from nodes.planner.state import PendingCall, PlannerState, Stop, meta
-from nodes.tool_calls import execute_tool_call
-from tools import ToolResult
-from tools.planning import is_destructive
+from phasegraph.nodes.answers import GatheredResult
+from phasegraph.nodes.emit import Emitter, reports_errors
+from phasegraph.nodes.events import AgentState
+from phasegraph.nodes.planner.clock import TurnClock
+from phasegraph.nodes.planner.context import PlannerContext
+from phasegraph.nodes.planner.ledger import record_error
+from phasegraph.nodes.planner.prompts import (
+    AWAITING_CONFIRMATION,
+    CAP_NOTE,
+    PLAN_PER_STEP,
+    VIRTUAL_TOOLS,
+    WATCHDOG_NOTE,
+)
+from phasegraph.nodes.planner.state import PendingCall, PlannerState, Stop, meta
+from phasegraph.nodes.tool_calls import execute_tool_call
+from phasegraph.tools import ToolResult
+from phasegraph.tools.planning import is_destructive
 
 
 @reports_errors

@@ -7,14 +7,14 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
-from nodes.answers import all_tools_failed, fallback_answer
-from nodes.emit import Emitter, reports_errors
-from nodes.events import AgentState, BudgetExhaustedEvent, Final, LastTurnContext, Session
-from nodes.planner.context import PlannerContext
-from nodes.planner.guidance import GUIDANCE
-from nodes.planner.ledger import public_usage, record_call, record_error, session_id
-from nodes.planner.prompts import CLARIFYING_QUESTION, VIRTUAL_TOOLS
-from nodes.planner.state import PlannerState, meta, no_usage, public_plan
+from phasegraph.nodes.answers import all_tools_failed, fallback_answer
+from phasegraph.nodes.emit import Emitter, reports_errors
+from phasegraph.nodes.events import AgentState, BudgetExhaustedEvent, Final, LastTurnContext, Session
+from phasegraph.nodes.planner.context import PlannerContext
+from phasegraph.nodes.planner.guidance import GUIDANCE
+from phasegraph.nodes.planner.ledger import public_usage, record_call, record_error, session_id
+from phasegraph.nodes.planner.prompts import CLARIFYING_QUESTION, VIRTUAL_TOOLS
+from phasegraph.nodes.planner.state import PlannerState, meta, no_usage, public_plan
 
 #: Characters of the previous answer a turn's ``last_turn_context`` repeats.
 SUMMARY_CHARS = 240

@@ -6,12 +6,12 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from nodes.emit import Emitter, reports_errors
-from nodes.events import BudgetExhaustedEvent, TextChunk
-from nodes.streaming import StreamOutcome, stream_until_first_call
-from nodes.triggered_phase.context import TriggeredPhaseContext
-from nodes.triggered_phase.phases import build_prompt, close_phase, open_phase, report_ignored
-from nodes.triggered_phase.state import ProposedCall, TriggeredPhaseState, merged, phase_meta
+from phasegraph.nodes.emit import Emitter, reports_errors
+from phasegraph.nodes.events import BudgetExhaustedEvent, TextChunk
+from phasegraph.nodes.streaming import StreamOutcome, stream_until_first_call
+from phasegraph.nodes.triggered_phase.context import TriggeredPhaseContext
+from phasegraph.nodes.triggered_phase.phases import build_prompt, close_phase, open_phase, report_ignored
+from phasegraph.nodes.triggered_phase.state import ProposedCall, TriggeredPhaseState, merged, phase_meta
 
 
 @reports_errors

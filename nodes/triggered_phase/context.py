@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from nodes.context import RunContext
-from nodes.errors import ConfigurationError
-from nodes.triggered_phase.prompts import BUDGET_NOTICE, DUPLICATE_BUDGET_NOTICE
+from phasegraph.nodes.context import RunContext
+from phasegraph.nodes.errors import ConfigurationError
+from phasegraph.nodes.triggered_phase.prompts import BUDGET_NOTICE, DUPLICATE_BUDGET_NOTICE
 
 
 @dataclass(kw_only=True)

@@ -6,13 +6,13 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from nodes.answers import format_args
-from nodes.emit import Emitter
-from nodes.errors import PhasegraphError
-from nodes.events import DuplicateToolCall
-from nodes.triggered_phase.context import TriggeredPhaseContext
-from nodes.triggered_phase.prompts import DUPLICATE_REFUSAL_NOTE
-from nodes.triggered_phase.state import TriggeredPhaseState, phase_meta
+from phasegraph.nodes.answers import format_args
+from phasegraph.nodes.emit import Emitter
+from phasegraph.nodes.errors import PhasegraphError
+from phasegraph.nodes.events import DuplicateToolCall
+from phasegraph.nodes.triggered_phase.context import TriggeredPhaseContext
+from phasegraph.nodes.triggered_phase.prompts import DUPLICATE_REFUSAL_NOTE
+from phasegraph.nodes.triggered_phase.state import TriggeredPhaseState, phase_meta
 
 
 async def refuse_duplicate(

@@ -7,11 +7,11 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, SystemMessage
 
-from nodes.context import RunContext
-from nodes.emit import Emitter
-from nodes.events import IgnoredToolCall, Phase, PhaseEnd, PhaseStart
-from nodes.streaming import StreamOutcome
-from nodes.triggered_phase.state import TriggeredPhaseState, cycle_index, merged, phase_meta
+from phasegraph.nodes.context import RunContext
+from phasegraph.nodes.emit import Emitter
+from phasegraph.nodes.events import IgnoredToolCall, Phase, PhaseEnd, PhaseStart
+from phasegraph.nodes.streaming import StreamOutcome
+from phasegraph.nodes.triggered_phase.state import TriggeredPhaseState, cycle_index, merged, phase_meta
 
 
 def open_phase(

@@ -8,8 +8,8 @@ from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-from nodes.answers import GatheredResult
-from nodes.events import Phase
+from phasegraph.nodes.answers import GatheredResult
+from phasegraph.nodes.events import Phase
 
 
 class ProposedCall(TypedDict):

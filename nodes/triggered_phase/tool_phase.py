@@ -6,14 +6,14 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from nodes.answers import GatheredResult, format_args
-from nodes.emit import Emitter, reports_errors
-from nodes.errors import PhasegraphError
-from nodes.tool_calls import execute_tool_call
-from nodes.triggered_phase.context import TriggeredPhaseContext
-from nodes.triggered_phase.phases import close_phase, open_phase
-from nodes.triggered_phase.prompts import TOOL_RESULT_NOTE
-from nodes.triggered_phase.state import TriggeredPhaseState, merged, phase_meta
+from phasegraph.nodes.answers import GatheredResult, format_args
+from phasegraph.nodes.emit import Emitter, reports_errors
+from phasegraph.nodes.errors import PhasegraphError
+from phasegraph.nodes.tool_calls import execute_tool_call
+from phasegraph.nodes.triggered_phase.context import TriggeredPhaseContext
+from phasegraph.nodes.triggered_phase.phases import close_phase, open_phase
+from phasegraph.nodes.triggered_phase.prompts import TOOL_RESULT_NOTE
+from phasegraph.nodes.triggered_phase.state import TriggeredPhaseState, merged, phase_meta
 
 
 @reports_errors

@@ -7,13 +7,13 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.runtime import Runtime
 
-from nodes.answers import all_tools_failed, fallback_answer
-from nodes.emit import Emitter, reports_errors
-from nodes.errors import ConfigurationError
-from nodes.events import Final
-from nodes.tool_calls import trace_tool_registration
-from nodes.triggered_phase.context import TriggeredPhaseContext
-from nodes.triggered_phase.state import TriggeredPhaseState
+from phasegraph.nodes.answers import all_tools_failed, fallback_answer
+from phasegraph.nodes.emit import Emitter, reports_errors
+from phasegraph.nodes.errors import ConfigurationError
+from phasegraph.nodes.events import Final
+from phasegraph.nodes.tool_calls import trace_tool_registration
+from phasegraph.nodes.triggered_phase.context import TriggeredPhaseContext
+from phasegraph.nodes.triggered_phase.state import TriggeredPhaseState
 
 
 @reports_errors

@@ -8,11 +8,11 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.runtime import Runtime
 
-from nodes.answers import all_tools_failed, fallback_answer
-from nodes.emit import Emitter
-from nodes.events import Final
-from nodes.unified.budget import turn_results
-from nodes.unified.context import UnifiedContext
+from phasegraph.nodes.answers import all_tools_failed, fallback_answer
+from phasegraph.nodes.emit import Emitter
+from phasegraph.nodes.events import Final
+from phasegraph.nodes.unified.budget import turn_results
+from phasegraph.nodes.unified.context import UnifiedContext
 
 
 class FinalAnswerMiddleware(AgentMiddleware[Any, UnifiedContext]):

@@ -16,10 +16,10 @@ from langchain.agents.middleware import AgentMiddleware, hook_config
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.runtime import Runtime
 
-from nodes.answers import GatheredResult
-from nodes.emit import Emitter
-from nodes.events import BudgetExhaustedEvent, IgnoredToolCall
-from nodes.unified.context import UnifiedContext
+from phasegraph.nodes.answers import GatheredResult
+from phasegraph.nodes.emit import Emitter
+from phasegraph.nodes.events import BudgetExhaustedEvent, IgnoredToolCall
+from phasegraph.nodes.unified.context import UnifiedContext
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from nodes.context import RunContext
-from nodes.errors import ConfigurationError
-from nodes.unified.prompts import BUDGET_NOTICE
+from phasegraph.nodes.context import RunContext
+from phasegraph.nodes.errors import ConfigurationError
+from phasegraph.nodes.unified.prompts import BUDGET_NOTICE
 
 
 @dataclass(kw_only=True)

@@ -21,15 +21,15 @@ from langchain_core.messages import (
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from nodes.emit import Emitter, errors_reported
-from nodes.events import BudgetExhaustedEvent, TextChunk
-from nodes.models import stream_model
-from nodes.prompts import ARGS_TOO_LARGE
-from nodes.streaming import PartialCall, absorb_call_pieces
-from nodes.tool_calls import execute_tool_call, trace_tool_registration
-from nodes.unified.budget import over_budget, turn_usage
-from nodes.unified.context import UnifiedContext
-from nodes.unified.prompts import BUDGET_REFUSAL
+from phasegraph.nodes.emit import Emitter, errors_reported
+from phasegraph.nodes.events import BudgetExhaustedEvent, TextChunk
+from phasegraph.nodes.models import stream_model
+from phasegraph.nodes.prompts import ARGS_TOO_LARGE
+from phasegraph.nodes.streaming import PartialCall, absorb_call_pieces
+from phasegraph.nodes.tool_calls import execute_tool_call, trace_tool_registration
+from phasegraph.nodes.unified.budget import over_budget, turn_usage
+from phasegraph.nodes.unified.context import UnifiedContext
+from phasegraph.nodes.unified.prompts import BUDGET_REFUSAL
 
 
 class RunContextMiddleware(AgentMiddleware[Any, UnifiedContext]):

@@ -9,14 +9,14 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langgraph.runtime import Runtime
 
-from nodes.emit import Emitter, reports_errors
-from nodes.events import PhaseEnd, PhaseStart, ValidationErrorEvent
-from nodes.models import stream_model
-from nodes.xml_contract.arguments import ToolSchemas
-from nodes.xml_contract.context import XmlContractContext
-from nodes.xml_contract.contract import read_proposal
-from nodes.xml_contract.prompts import XML_CONTRACT_PROMPT, catalogue
-from nodes.xml_contract.state import XmlContractState, progress
+from phasegraph.nodes.emit import Emitter, reports_errors
+from phasegraph.nodes.events import PhaseEnd, PhaseStart, ValidationErrorEvent
+from phasegraph.nodes.models import stream_model
+from phasegraph.nodes.xml_contract.arguments import ToolSchemas
+from phasegraph.nodes.xml_contract.context import XmlContractContext
+from phasegraph.nodes.xml_contract.contract import read_proposal
+from phasegraph.nodes.xml_contract.prompts import XML_CONTRACT_PROMPT, catalogue
+from phasegraph.nodes.xml_contract.state import XmlContractState, progress
 
 #: Where a model answer stops: the execute signal as models write it, and a result it would invent.
 #: (Four: OpenAI takes no more. "Final Answer:" is not one, so the answer after it is still written.)

@@ -7,14 +7,14 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
-from nodes.emit import Emitter, reports_errors
-from nodes.errors import ConfigurationError
-from nodes.events import BudgetExhaustedEvent, Final, PhaseEnd, PhaseStart
-from nodes.models import stream_model
-from nodes.xml_contract.context import XmlContractContext
-from nodes.xml_contract.contract import answer_text
-from nodes.xml_contract.prompts import ANSWER_NOW, REFUSED_TWICE
-from nodes.xml_contract.state import XmlContractState, progress
+from phasegraph.nodes.emit import Emitter, reports_errors
+from phasegraph.nodes.errors import ConfigurationError
+from phasegraph.nodes.events import BudgetExhaustedEvent, Final, PhaseEnd, PhaseStart
+from phasegraph.nodes.models import stream_model
+from phasegraph.nodes.xml_contract.context import XmlContractContext
+from phasegraph.nodes.xml_contract.contract import answer_text
+from phasegraph.nodes.xml_contract.prompts import ANSWER_NOW, REFUSED_TWICE
+from phasegraph.nodes.xml_contract.state import XmlContractState, progress
 
 
 @reports_errors

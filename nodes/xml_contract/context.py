@@ -9,10 +9,10 @@ from typing import Any, ClassVar
 
 from pydantic.json_schema import SkipJsonSchema
 
-from nodes.context import RunContext
-from nodes.errors import ConfigurationError
-from nodes.settings import run_settings
-from tools.mcp import McpConfigError, McpServices, load_services
+from phasegraph.nodes.context import RunContext
+from phasegraph.nodes.errors import ConfigurationError
+from phasegraph.nodes.settings import run_settings
+from phasegraph.tools.mcp import McpConfigError, McpServices, load_services
 
 DEMO_SCRIPT = Path(__file__).parent / "demo" / "script.json"
 
@@ -53,7 +53,8 @@ class XmlContractContext(RunContext):
         },
     )
     mcp_services: SkipJsonSchema[Any] = field(
-        default=None, metadata={"description": "Python API only: open tools.mcp.McpServices to use."}
+        default=None,
+        metadata={"description": "Python API only: open phasegraph.tools.mcp.McpServices to use."},
     )
 
     def __post_init__(self) -> None:

@@ -17,7 +17,7 @@ from xml.etree.ElementTree import Element, ParseError
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import fromstring
 
-from nodes.xml_contract.arguments import ToolSchemas, read_arguments
+from phasegraph.nodes.xml_contract.arguments import ToolSchemas, read_arguments
 
 Kind = Literal["single", "parallel", "sequential"]
 FINAL = "Final Answer:"

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from tools.mcp import ToolSpec
+from phasegraph.tools.mcp import ToolSpec
 
 #: What the model is told; ``{catalogue}`` is the services and their tools.
 XML_CONTRACT_PROMPT = """You solve the user's task by calling tools on services, writing your intent in XML.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from xml.sax.saxutils import escape, quoteattr
 
-from nodes.xml_contract.contract import Block, Step
-from tools import ToolResult
+from phasegraph.nodes.xml_contract.contract import Block, Step
+from phasegraph.tools import ToolResult
 
 
 def step_result(block: Block, step: Step, result: ToolResult, limit: int) -> str:

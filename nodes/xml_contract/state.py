@@ -9,7 +9,7 @@ from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-from nodes.events import Phase
+from phasegraph.nodes.events import Phase
 
 
 class XmlContractInput(TypedDict):

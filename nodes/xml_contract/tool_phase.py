@@ -15,17 +15,17 @@ from typing import Any, Literal
 from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 
-from nodes.dataset import append_line, message_dicts
-from nodes.emit import Emitter, reports_errors
-from nodes.events import PhaseEnd, PhaseStart, XmlBlock
-from nodes.tool_calls import execute_tool_call
-from nodes.xml_contract.arguments import PLACEHOLDER
-from nodes.xml_contract.context import XmlContractContext
-from nodes.xml_contract.contract import Block, Step
-from nodes.xml_contract.results import refusal, step_result
-from nodes.xml_contract.state import XmlContractState, progress
-from tools import ToolResult, canonical_signature
-from tools.mcp import McpServices
+from phasegraph.nodes.dataset import append_line, message_dicts
+from phasegraph.nodes.emit import Emitter, reports_errors
+from phasegraph.nodes.events import PhaseEnd, PhaseStart, XmlBlock
+from phasegraph.nodes.tool_calls import execute_tool_call
+from phasegraph.nodes.xml_contract.arguments import PLACEHOLDER
+from phasegraph.nodes.xml_contract.context import XmlContractContext
+from phasegraph.nodes.xml_contract.contract import Block, Step
+from phasegraph.nodes.xml_contract.results import refusal, step_result
+from phasegraph.nodes.xml_contract.state import XmlContractState, progress
+from phasegraph.tools import ToolResult, canonical_signature
+from phasegraph.tools.mcp import McpServices
 
 
 @reports_errors

@@ -12,10 +12,10 @@ from collections.abc import Callable
 
 from fastapi import APIRouter
 
-from server.auth import Access
-from server.langgraph_api.common import project_dependency
-from server.langgraph_api.runs import run_routes
-from server.langgraph_api.threads import thread_routes
+from phasegraph.server.auth import Access
+from phasegraph.server.langgraph_api.common import project_dependency
+from phasegraph.server.langgraph_api.runs import run_routes
+from phasegraph.server.langgraph_api.threads import thread_routes
 
 
 def langgraph_routes(caller: Callable[..., Access]) -> APIRouter:

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from server.responses import ID_PATTERN
+from phasegraph.server.responses import ID_PATTERN
 
 #: Stream modes served. ``events`` (astream_events) and ``debug`` are not: they would need a second
 #: way of running graphs beside the one every phasegraph request uses.

@@ -6,13 +6,13 @@ from typing import Annotated, Any
 from fastapi import Depends, Header, Request
 from langgraph.types import StateSnapshot
 
-from graphs.registry import get_protocol
-from nodes.errors import NotFoundError
-from server.auth import Access
-from server.checkpoints import thread_config
-from server.responses import ID_PATTERN
-from server.runs import RunManager, manager_of
-from server.thread_store import ThreadRecord, ThreadStore
+from phasegraph.graphs.registry import get_protocol
+from phasegraph.nodes.errors import NotFoundError
+from phasegraph.server.auth import Access
+from phasegraph.server.checkpoints import thread_config
+from phasegraph.server.responses import ID_PATTERN
+from phasegraph.server.runs import RunManager, manager_of
+from phasegraph.server.thread_store import ThreadRecord, ThreadStore
 
 PROJECT_HEADER = "X-Phasegraph-Project"
 

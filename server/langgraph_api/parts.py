@@ -25,13 +25,13 @@ from typing import Any
 from fastapi.sse import ServerSentEvent
 from langgraph.types import StateSnapshot
 
-from graphs.registry import get_protocol
-from nodes.emit import EVENT_KEY
-from nodes.events import ErrorEvent, Event, Final, Paused, TextChunk
-from server.checkpoints import thread_config
-from server.langgraph_api.views import jsonable, output
-from server.runs import STOPS, RunManager
-from server.store import RequestRecord
+from phasegraph.graphs.registry import get_protocol
+from phasegraph.nodes.emit import EVENT_KEY
+from phasegraph.nodes.events import ErrorEvent, Event, Final, Paused, TextChunk
+from phasegraph.server.checkpoints import thread_config
+from phasegraph.server.langgraph_api.views import jsonable, output
+from phasegraph.server.runs import STOPS, RunManager
+from phasegraph.server.store import RequestRecord
 
 #: How long a live stream waits for a step's checkpoint (durability ``async`` writes it meanwhile).
 CHECKPOINT_WAIT_SECONDS = 2.0

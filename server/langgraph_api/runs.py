@@ -12,20 +12,20 @@ from uuid import uuid4
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
-from graphs.registry import get_protocol
-from nodes.errors import NotFoundError
-from nodes.events import ErrorEvent, Event
-from server.checkpoints import thread_config
-from server.langgraph_api import views
-from server.langgraph_api.bodies import RunBody, StreamMode, ThreadRunBody
-from server.langgraph_api.common import existing, forget, threads_of
-from server.langgraph_api.parts import RunParts, parse_part_id
-from server.langgraph_api.starting import start_run, thread_for
-from server.responses import STARTS, errors
-from server.runs import RunManager, manager_of
-from server.sse import settle_dropped
-from server.store import RequestRecord, scoped_key
-from server.thread_store import ThreadStore
+from phasegraph.graphs.registry import get_protocol
+from phasegraph.nodes.errors import NotFoundError
+from phasegraph.nodes.events import ErrorEvent, Event
+from phasegraph.server.checkpoints import thread_config
+from phasegraph.server.langgraph_api import views
+from phasegraph.server.langgraph_api.bodies import RunBody, StreamMode, ThreadRunBody
+from phasegraph.server.langgraph_api.common import existing, forget, threads_of
+from phasegraph.server.langgraph_api.parts import RunParts, parse_part_id
+from phasegraph.server.langgraph_api.starting import start_run, thread_for
+from phasegraph.server.responses import STARTS, errors
+from phasegraph.server.runs import RunManager, manager_of
+from phasegraph.server.sse import settle_dropped
+from phasegraph.server.store import RequestRecord, scoped_key
+from phasegraph.server.thread_store import ThreadStore
 
 
 def run_routes(project: Any) -> APIRouter:

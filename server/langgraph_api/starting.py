@@ -15,13 +15,13 @@ from langchain_core.messages import convert_to_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
-from graphs.registry import ProtocolSpec, get_protocol
-from nodes.errors import ConflictError, InvalidInputError, NotFoundError
-from server.checkpoints import thread_config
-from server.langgraph_api.bodies import RunFields, ThreadRunBody
-from server.runs import RunManager
-from server.store import RequestRecord
-from server.thread_store import ThreadRecord, ThreadStore
+from phasegraph.graphs.registry import ProtocolSpec, get_protocol
+from phasegraph.nodes.errors import ConflictError, InvalidInputError, NotFoundError
+from phasegraph.server.checkpoints import thread_config
+from phasegraph.server.langgraph_api.bodies import RunFields, ThreadRunBody
+from phasegraph.server.runs import RunManager
+from phasegraph.server.store import RequestRecord
+from phasegraph.server.thread_store import ThreadRecord, ThreadStore
 
 Graph = CompiledStateGraph[Any, Any, Any, Any]
 #: How often a run waiting its turn (``multitask_strategy: "enqueue"``) looks at its thread.

@@ -6,21 +6,21 @@ from uuid import uuid4
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import TypeAdapter
 
-from graphs.registry import get_protocol
-from nodes.errors import ConflictError, NotFoundError
-from server.checkpoints import thread_config
-from server.langgraph_api import views
-from server.langgraph_api.bodies import (
+from phasegraph.graphs.registry import get_protocol
+from phasegraph.nodes.errors import ConflictError, NotFoundError
+from phasegraph.server.checkpoints import thread_config
+from phasegraph.server.langgraph_api import views
+from phasegraph.server.langgraph_api.bodies import (
     AssistantSearchBody,
     CheckpointBody,
     HistoryBody,
     ThreadCreateBody,
     ThreadSearchBody,
 )
-from server.langgraph_api.common import existing, forget, status_of, threads_of
-from server.langgraph_api.starting import protocol_of
-from server.responses import errors
-from server.runs import manager_of
+from phasegraph.server.langgraph_api.common import existing, forget, status_of, threads_of
+from phasegraph.server.langgraph_api.starting import protocol_of
+from phasegraph.server.responses import errors
+from phasegraph.server.runs import manager_of
 
 VERSION = "phasegraph"
 

@@ -8,9 +8,9 @@ from typing import Any
 from fastapi.encoders import jsonable_encoder
 from langgraph.types import StateSnapshot
 
-from graphs.registry import PROTOCOLS, ProtocolSpec
-from server.store import RequestRecord
-from server.thread_store import ThreadRecord
+from phasegraph.graphs.registry import PROTOCOLS, ProtocolSpec
+from phasegraph.server.store import RequestRecord
+from phasegraph.server.thread_store import ThreadRecord
 
 #: When the assistants were "made": they are the registered protocols, fixed for a process.
 STARTED = datetime.now(UTC).isoformat()

@@ -1,4 +1,4 @@
-"""Alembic environment: migrations run on the connection ``server.migrate`` hands over."""
+"""Alembic environment: migrations run on the connection ``phasegraph.server.migrate`` hands over."""
 
 from alembic import context
 

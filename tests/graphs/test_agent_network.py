@@ -9,15 +9,15 @@ import pytest
 import yaml
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs.registry import get_protocol
-from graphs.run import RunResult, run, stream_graph
-from nodes.agent_network.context import AgentNetworkContext
-from nodes.errors import ConfigurationError
-from nodes.events import AgentStep, ErrorEvent, Final, Route, ToolCall, ToolResultEvent
-from nodes.trace import MemoryTraceStore
+from phasegraph.graphs.registry import get_protocol
+from phasegraph.graphs.run import RunResult, run, stream_graph
+from phasegraph.nodes.agent_network.context import AgentNetworkContext
+from phasegraph.nodes.errors import ConfigurationError
+from phasegraph.nodes.events import AgentStep, ErrorEvent, Final, Route, ToolCall, ToolResultEvent
+from phasegraph.nodes.trace import MemoryTraceStore
+from phasegraph.tools import default_registry
+from phasegraph.tools.networks import compile_network, open_network_store, parse_definition
 from tests.helpers import kinds, of_type, scripted, turn
-from tools import default_registry
-from tools.networks import compile_network, open_network_store, parse_definition
 
 QUESTION = "Who works on the streaming server, and which roadmap milestone covers streaming?"
 #: A marker placed past the 100 characters a log preview keeps: only a full output shows it.

@@ -13,17 +13,17 @@ from typing import Any
 
 import pytest
 
-from graphs.run import RunResult, run
-from nodes.agent_network.agent_step import DECIDE
-from nodes.agent_network.context import AgentNetworkContext
-from nodes.agent_network.prompts import CONTEXT_HEADING
-from nodes.agent_network.schemas import AgentDecision
-from nodes.structured import CORRECTION, JSON_INSTRUCTION
-from nodes.trace import MemoryTraceStore
+from phasegraph.graphs.run import RunResult, run
+from phasegraph.nodes.agent_network.agent_step import DECIDE
+from phasegraph.nodes.agent_network.context import AgentNetworkContext
+from phasegraph.nodes.agent_network.prompts import CONTEXT_HEADING
+from phasegraph.nodes.agent_network.schemas import AgentDecision
+from phasegraph.nodes.structured import CORRECTION, JSON_INSTRUCTION
+from phasegraph.nodes.trace import MemoryTraceStore
+from phasegraph.tools import default_registry
+from phasegraph.tools.networks import EXAMPLE_NETWORK, compile_network, load_definition
 from tests.fake_openai import Reply, fake_openai, forced_tool, last_message, tool_reply
 from tests.helpers import kinds, of_type
-from tools import default_registry
-from tools.networks import EXAMPLE_NETWORK, compile_network, load_definition
 
 QUESTION = "Which roadmap milestone covers pause and resume?"
 ANSWER = "Milestone 2 (June) covers pausing and resuming a run."

@@ -9,10 +9,10 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from graphs.run import run
-from nodes import telemetry
-from nodes.agent_network.context import AgentNetworkContext
-from nodes.settings import run_settings
+from phasegraph.graphs.run import run
+from phasegraph.nodes import telemetry
+from phasegraph.nodes.agent_network.context import AgentNetworkContext
+from phasegraph.nodes.settings import run_settings
 from tests.graphs.test_agent_network import QUESTION, route, scripted
 
 #: Words of the compiled triage prompt: they must not reach a span unless prompts are allowed.

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from graphs.registry import PROTOCOLS
+from phasegraph.graphs.registry import PROTOCOLS
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 

@@ -8,10 +8,10 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from langchain_core.outputs import ChatResult
 
-from graphs.registry import PROTOCOLS
-from nodes.emit import EVENT_KEY
-from nodes.errors import ProviderError
-from nodes.events import parse_event
+from phasegraph.graphs.registry import PROTOCOLS
+from phasegraph.nodes.emit import EVENT_KEY
+from phasegraph.nodes.errors import ProviderError
+from phasegraph.nodes.events import parse_event
 from tests.helpers import kinds
 
 

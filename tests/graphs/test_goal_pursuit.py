@@ -9,16 +9,16 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs.registry import get_protocol
-from graphs.run import RunResult, run, stream_graph
-from nodes.errors import ConfigurationError
-from nodes.goal_pursuit.context import DEMO_SCRIPT, GoalPursuitContext
-from nodes.goal_pursuit.prompts import BUNDLED_TEMPLATES, TEMPLATE_FILES
-from nodes.goal_pursuit.repository import open_repository
-from nodes.scripted import ScriptedChatModel, load_script
-from nodes.trace import MemoryTraceStore
+from phasegraph.graphs.registry import get_protocol
+from phasegraph.graphs.run import RunResult, run, stream_graph
+from phasegraph.nodes.errors import ConfigurationError
+from phasegraph.nodes.goal_pursuit.context import DEMO_SCRIPT, GoalPursuitContext
+from phasegraph.nodes.goal_pursuit.prompts import BUNDLED_TEMPLATES, TEMPLATE_FILES
+from phasegraph.nodes.goal_pursuit.repository import open_repository
+from phasegraph.nodes.scripted import ScriptedChatModel, load_script
+from phasegraph.nodes.trace import MemoryTraceStore
+from phasegraph.tools.resources import load_bundled
 from tests.helpers import kinds, of_type, scripted, turn, write_script
-from tools.resources import load_bundled
 
 GOAL = (
     "The Grey Fox found her compass at the lighthouse in chapter 3: "

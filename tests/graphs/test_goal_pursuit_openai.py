@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from graphs.run import RunResult, run
-from nodes.goal_pursuit.context import GoalPursuitContext
-from nodes.goal_pursuit.schemas import ActionDecision, DiscoveryPlan, RefinementDecision
-from nodes.structured import CORRECTION, JSON_INSTRUCTION
-from nodes.trace import MemoryTraceStore
+from phasegraph.graphs.run import RunResult, run
+from phasegraph.nodes.goal_pursuit.context import GoalPursuitContext
+from phasegraph.nodes.goal_pursuit.schemas import ActionDecision, DiscoveryPlan, RefinementDecision
+from phasegraph.nodes.structured import CORRECTION, JSON_INSTRUCTION
+from phasegraph.nodes.trace import MemoryTraceStore
+from phasegraph.tools.resources import load_bundled
 from tests.fake_openai import Reply, error, fake_openai, forced_tool, last_message, tool_reply
 from tests.helpers import kinds, of_type
-from tools.resources import load_bundled
 
 GOAL = "Give the brass compass back to Mira Voss."
 COMPASS, MIRA = "res://item/brass-compass", "res://character/mira-voss"

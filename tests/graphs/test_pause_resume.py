@@ -6,11 +6,11 @@ from pathlib import Path
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs.registry import get_protocol
-from graphs.run import stream_graph, stream_run
-from graphs.triggered_phase import build_graph
-from nodes.trace import MemoryTraceStore
-from nodes.triggered_phase.context import TriggeredPhaseContext
+from phasegraph.graphs.registry import get_protocol
+from phasegraph.graphs.run import stream_graph, stream_run
+from phasegraph.graphs.triggered_phase import build_graph
+from phasegraph.nodes.trace import MemoryTraceStore
+from phasegraph.nodes.triggered_phase.context import TriggeredPhaseContext
 from tests.helpers import turn, write_script
 
 

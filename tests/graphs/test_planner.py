@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs.run import RunResult, run
-from nodes.planner.prompts import CLARIFYING_QUESTION, NO_TOOLS_REMINDER
-from nodes.trace import MemoryTraceStore
+from phasegraph.graphs.run import RunResult, run
+from phasegraph.nodes.planner.prompts import CLARIFYING_QUESTION, NO_TOOLS_REMINDER
+from phasegraph.nodes.trace import MemoryTraceStore
+from phasegraph.tools import ToolRegistry
+from phasegraph.tools.planning import LedgerFilter, PlanningStore, open_planning
 from tests.helpers import kinds, of_type, scripted, turn
-from tools import ToolRegistry
-from tools.planning import LedgerFilter, PlanningStore, open_planning
 
 STEPS = [
     {"id": "s1", "tool": "list_templates", "args": {"query": "launch"}, "rationale": "", "depends_on": []},

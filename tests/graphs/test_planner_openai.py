@@ -15,18 +15,25 @@ from typing import Any
 
 import pytest
 
-from graphs.run import RunResult, run
-from nodes.answers import FALLBACK_ANSWER_HEADER, NO_RESULTS_ANSWER
-from nodes.planner.context import PlannerContext
-from nodes.planner.prompts import PLAN_PROMPT, VIRTUAL_TOOLS
-from nodes.planner.schemas import PlanDraft
-from nodes.prices import load_prices
-from nodes.prompts import ARGS_TOO_LARGE
-from nodes.structured import CORRECTION
-from nodes.trace import MemoryTraceStore
+from phasegraph.graphs.run import RunResult, run
+from phasegraph.nodes.answers import FALLBACK_ANSWER_HEADER, NO_RESULTS_ANSWER
+from phasegraph.nodes.planner.context import PlannerContext
+from phasegraph.nodes.planner.prompts import PLAN_PROMPT, VIRTUAL_TOOLS
+from phasegraph.nodes.planner.schemas import PlanDraft
+from phasegraph.nodes.prices import load_prices
+from phasegraph.nodes.prompts import ARGS_TOO_LARGE
+from phasegraph.nodes.structured import CORRECTION
+from phasegraph.nodes.trace import MemoryTraceStore
+from phasegraph.tools.planning import (
+    ErrorRow,
+    LedgerFilter,
+    PlanningStore,
+    UsageRow,
+    open_planning,
+    planning_registry,
+)
 from tests.fake_openai import Reply, fake_openai, forced_tool, last_message, tool_reply
 from tests.helpers import kinds, of_type
-from tools.planning import ErrorRow, LedgerFilter, PlanningStore, UsageRow, open_planning, planning_registry
 
 MODEL = "gpt-4o-mini"
 SPEC = f"openai:{MODEL}"  # priced by the bundled table (nodes/prices.json)

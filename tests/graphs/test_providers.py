@@ -12,8 +12,8 @@ import pickle
 import pytest
 from langchain_openai import ChatOpenAI
 
-from nodes.errors import ConfigurationError, ProviderError
-from nodes.models import make_model
+from phasegraph.nodes.errors import ConfigurationError, ProviderError
+from phasegraph.nodes.models import make_model
 from tests.conftest import PROVIDER_KEY
 from tests.fake_openai import Reply, error, fake_openai
 

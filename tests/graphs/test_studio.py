@@ -1,6 +1,6 @@
 """Every langgraph.json target imports as a compiled graph Studio can load."""
 
-import importlib.util
+import importlib
 import json
 from dataclasses import fields
 from pathlib import Path
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from langgraph.graph.state import CompiledStateGraph
 
-from graphs.registry import PROTOCOLS
+from phasegraph.graphs.registry import PROTOCOLS
 
 ROOT = Path(__file__).parents[2]
 TARGETS = json.loads((ROOT / "langgraph.json").read_text(encoding="utf-8"))["graphs"]
@@ -20,11 +20,9 @@ def test_every_protocol_is_listed():
 
 @pytest.mark.parametrize("name", sorted(TARGETS))
 def test_target_is_a_compiled_graph_without_checkpointer(name: str):
-    path, attribute = TARGETS[name].split(":")
-    spec = importlib.util.spec_from_file_location(f"studio_{name}", ROOT / path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    graph = getattr(module, attribute)
+    module, attribute = TARGETS[name].split(":")
+    assert module == f"phasegraph.graphs.{name}", "langgraph.json names the installed module, not a path"
+    graph = getattr(importlib.import_module(module), attribute)
     assert isinstance(graph, CompiledStateGraph)
     assert graph.checkpointer is None
     assert graph.name == name

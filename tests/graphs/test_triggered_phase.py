@@ -5,7 +5,7 @@ from typing import Literal, get_args, get_origin
 
 from langchain_core.messages import SystemMessage
 
-from nodes.events import Event, parse_event
+from phasegraph.nodes.events import Event, parse_event
 from tests.helpers import kinds, of_type, scripted, turn, write_script
 
 DEMO_ORDER = [

@@ -5,9 +5,9 @@ from pathlib import Path
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs.registry import get_protocol
-from graphs.run import stream_graph
-from nodes.trace import MemoryTraceStore
+from phasegraph.graphs.registry import get_protocol
+from phasegraph.graphs.run import stream_graph
+from phasegraph.nodes.trace import MemoryTraceStore
 from tests.helpers import kinds, of_type, turn, write_script
 
 

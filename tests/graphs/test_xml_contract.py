@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs.registry import get_protocol
-from graphs.run import RunResult, run, stream_graph
-from nodes.dataset import export, read_lines, run_file
-from nodes.events import Final, ToolCall, ToolResultEvent, XmlBlock
-from nodes.scripted import ScriptedChatModel
-from nodes.trace import MemoryTraceStore
-from nodes.xml_contract.context import XmlContractContext
-from nodes.xml_contract.contract import CUT_IN_THOUGHT, EMPTY
+from phasegraph.graphs.registry import get_protocol
+from phasegraph.graphs.run import RunResult, run, stream_graph
+from phasegraph.nodes.dataset import export, read_lines, run_file
+from phasegraph.nodes.events import Final, ToolCall, ToolResultEvent, XmlBlock
+from phasegraph.nodes.scripted import ScriptedChatModel
+from phasegraph.nodes.trace import MemoryTraceStore
+from phasegraph.nodes.xml_contract.context import XmlContractContext
+from phasegraph.nodes.xml_contract.contract import CUT_IN_THOUGHT, EMPTY
 from tests.helpers import kinds, of_type, scripted, turn
 
 TASK = "Summarise the roadmap and say who is on the team."

@@ -12,16 +12,16 @@ from typing import Any
 import openai
 import pytest
 
-from graphs.run import RunResult, run
-from nodes.trace import MemoryTraceStore
-from nodes.xml_contract.action_phase import STOP_SEQUENCES
-from nodes.xml_contract.context import XmlContractContext
-from nodes.xml_contract.prompts import ANSWER_NOW, XML_CONTRACT_PROMPT, catalogue
+from phasegraph.graphs.run import RunResult, run
+from phasegraph.nodes.trace import MemoryTraceStore
+from phasegraph.nodes.xml_contract.action_phase import STOP_SEQUENCES
+from phasegraph.nodes.xml_contract.context import XmlContractContext
+from phasegraph.nodes.xml_contract.prompts import ANSWER_NOW, XML_CONTRACT_PROMPT, catalogue
+from phasegraph.tools.mcp import ToolSpec
+from phasegraph.tools.mcp.demo_server import build_server
 from tests.conftest import PROVIDER_KEY
 from tests.fake_openai import Reply, ToolCall, fake_openai, last_message
 from tests.helpers import kinds, of_type
-from tools.mcp import ToolSpec
-from tools.mcp.demo_server import build_server
 
 TASK = "Summarise the roadmap and say who is on the team."
 DEMO_TOOLS = {"always_fails", "calculate", "list_files", "read_file", "slow_echo"}

@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from nodes.events import Event, parse_event
-from nodes.models import DEMO_WORKSPACE
+from phasegraph.nodes.events import Event, parse_event
+from phasegraph.nodes.models import DEMO_WORKSPACE
 
 PHASEGRAPH = str(Path(sys.executable).parent / "phasegraph")
 #: Tests that need Postgres skip on a laptop without it; CI always sets the URL.

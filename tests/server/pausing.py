@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from nodes.events import Event, Paused, Resumed, ToolCall, ToolResultEvent
+from phasegraph.nodes.events import Event, Paused, Resumed, ToolCall, ToolResultEvent
 from tests.server.conftest import Server, read_sse, stream
 
 #: Where a paused segment stopped: (graph node, phase index).

@@ -36,11 +36,11 @@ from ag_ui.core import (
 )
 from pydantic import TypeAdapter
 
-from nodes.models import DEMO_WORKSPACE
+from phasegraph.nodes.models import DEMO_WORKSPACE
+from phasegraph.tools.planning import PlanningStore
 from tests.helpers import turn, write_script
 from tests.server.conftest import Server, stream
 from tests.server.test_planner import _planning, _projects
-from tools.planning import PlanningStore
 
 EVENTS: TypeAdapter[BaseEvent] = TypeAdapter(Event)
 ROADMAP = "Summarise docs/roadmap.md"

@@ -18,10 +18,10 @@ from uuid import uuid4
 import httpx
 import pytest
 
-from graphs.run import RunResult, run
-from nodes.events import Cancelled, Event, Final, Paused, Resumed, Route, ToolCall, ToolResultEvent
-from nodes.models import DEMO_WORKSPACE
-from nodes.trace import MemoryTraceStore
+from phasegraph.graphs.run import RunResult, run
+from phasegraph.nodes.events import Cancelled, Event, Final, Paused, Resumed, Route, ToolCall, ToolResultEvent
+from phasegraph.nodes.models import DEMO_WORKSPACE
+from phasegraph.nodes.trace import MemoryTraceStore
 from tests.graphs.test_agent_network import QUESTION
 from tests.server.conftest import Server, demo_server, needs_postgres, read_sse, stream
 from tests.server.pausing import (

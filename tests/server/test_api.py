@@ -4,7 +4,7 @@ from pathlib import Path
 
 import httpx
 
-from nodes.events import Final
+from phasegraph.nodes.events import Final
 from tests.server.conftest import slow_script, stream
 
 TWO_STAGE = "/api/chat/messages_two_stage"

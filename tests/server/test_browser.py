@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
-from graphs.registry import get_protocol
-from nodes.events import (
+from phasegraph.graphs.registry import get_protocol
+from phasegraph.nodes.events import (
     AgentState,
     BudgetExhaustedEvent,
     EventBase,

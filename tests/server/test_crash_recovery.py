@@ -6,7 +6,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from nodes.events import Event, Paused, Resumed
+from phasegraph.nodes.events import Event, Paused, Resumed
 from tests.server.conftest import Server, read_sse, slow_script, stream
 
 RUN = "/api/runs/triggered_phase/stream"

@@ -16,13 +16,13 @@ from uuid import uuid4
 import httpx
 import pytest
 
-from graphs.run import RunResult, run
-from nodes.events import Event, Final, Paused, Resumed
-from nodes.trace import MemoryTraceStore
+from phasegraph.graphs.run import RunResult, run
+from phasegraph.nodes.events import Event, Final, Paused, Resumed
+from phasegraph.nodes.trace import MemoryTraceStore
+from phasegraph.tools.resources import ResourceRepository, bundled_world
 from tests.graphs.test_goal_pursuit import CHAPTER, COMPASS, GOAL, MIRA
 from tests.server.conftest import Server, demo_server, stream
 from tests.server.pausing import PausingDemo, check_resumes, tools_traced
-from tools.resources import ResourceRepository, bundled_world
 
 RUN = "/api/runs/goal_pursuit/stream"
 TOOLS = ["move_item", "add_chapter_note"]

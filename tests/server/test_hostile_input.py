@@ -6,7 +6,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from nodes.models import DEMO_WORKSPACE
+from phasegraph.nodes.models import DEMO_WORKSPACE
 from tests.server.conftest import Server, stream
 
 RUN = "/api/runs/triggered_phase/stream"

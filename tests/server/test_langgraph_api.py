@@ -19,11 +19,11 @@ from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import NotFoundError, PermissionDeniedError
 
-from nodes.emit import EVENT_KEY
-from nodes.events import Event, parse_event
+from phasegraph.nodes.emit import EVENT_KEY
+from phasegraph.nodes.events import Event, parse_event
+from phasegraph.tools.planning import PlanningStore, open_planning
 from tests.helpers import turn, write_script
 from tests.server.conftest import Server, demo_server, slow_script
-from tools.planning import PlanningStore, open_planning
 
 ASK = {"messages": [{"role": "user", "content": "Summarise the roadmap in the docs folder."}]}
 TOKENS = "token-a:alpha;token-b:beta"

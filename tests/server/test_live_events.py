@@ -5,7 +5,7 @@ from pathlib import Path
 
 import httpx
 
-from nodes.events import Event, parse_event
+from phasegraph.nodes.events import Event, parse_event
 from tests.server.conftest import stream
 
 RUN = "/api/runs/triggered_phase/stream"

@@ -12,8 +12,8 @@ import pytest
 import yaml
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from phasegraph.tools.networks import EXAMPLE_NETWORK, EXAMPLES
 from tests.server.conftest import stream
-from tools.networks import EXAMPLE_NETWORK, EXAMPLES
 
 QUESTION = "Who works on the streaming server, and which roadmap milestone covers streaming?"
 RESEARCH = yaml.safe_load(EXAMPLE_NETWORK.read_text(encoding="utf-8"))

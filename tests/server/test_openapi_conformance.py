@@ -23,10 +23,10 @@ from schemathesis.config._checks import (
 )
 from schemathesis.core.failures import FailureGroup
 
-from nodes.models import DEMO_WORKSPACE
-from nodes.settings import ServerSettings
-from server.app import create_app
-from server.responses import _BLANK, GUARDED, NOT_BLANK
+from phasegraph.nodes.models import DEMO_WORKSPACE
+from phasegraph.nodes.settings import ServerSettings
+from phasegraph.server.app import create_app
+from phasegraph.server.responses import _BLANK, GUARDED, NOT_BLANK
 from tests.server.conftest import Server, free_port
 
 SCHEMATHESIS = str(Path(sys.executable).parent / "schemathesis")

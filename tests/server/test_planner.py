@@ -23,8 +23,8 @@ import httpx
 import psycopg
 import pytest
 
-from graphs.run import RunResult, run
-from nodes.events import (
+from phasegraph.graphs.run import RunResult, run
+from phasegraph.nodes.events import (
     AgentState,
     Event,
     Final,
@@ -40,9 +40,10 @@ from nodes.events import (
     ToolCall,
     ToolResultEvent,
 )
-from nodes.planner.context import DEMO_SCRIPT
-from nodes.planner.prompts import CLARIFYING_QUESTION
-from nodes.trace import MemoryTraceStore
+from phasegraph.nodes.planner.context import DEMO_SCRIPT
+from phasegraph.nodes.planner.prompts import CLARIFYING_QUESTION
+from phasegraph.nodes.trace import MemoryTraceStore
+from phasegraph.tools.planning import PlanningStore, open_planning
 from tests.helpers import turn, write_script
 from tests.server.conftest import Server, demo_server, needs_postgres, read_sse, stream
 from tests.server.pausing import (
@@ -55,7 +56,6 @@ from tests.server.pausing import (
     tools_traced,
 )
 from tests.server.test_crash_recovery import _kept
-from tools.planning import PlanningStore, open_planning
 
 AGENT = "/api/agent/stream"
 RUN = "/api/runs/planner/stream"

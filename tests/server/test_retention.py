@@ -16,11 +16,11 @@ import httpx
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from nodes.events import Event, Final, Paused, Resumed
-from nodes.models import DEMO_WORKSPACE
-from nodes.settings import ServerSettings
-from server.app import create_app
-from server.cli import app
+from phasegraph.nodes.events import Event, Final, Paused, Resumed
+from phasegraph.nodes.models import DEMO_WORKSPACE
+from phasegraph.nodes.settings import ServerSettings
+from phasegraph.server.app import create_app
+from phasegraph.server.cli import app
 from tests.server.conftest import PHASEGRAPH, slow_script, stream
 
 KEEP = 5

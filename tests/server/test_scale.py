@@ -15,7 +15,7 @@ from uuid import uuid4
 import httpx
 import pytest
 
-from nodes.events import Event, parse_event
+from phasegraph.nodes.events import Event, parse_event
 from tests.server.conftest import needs_postgres, read_sse, stream
 
 RUN = "/api/runs/triggered_phase/stream"

@@ -24,9 +24,9 @@ from uuid import uuid4
 import httpx
 import pytest
 
-from graphs.run import RunResult, run
-from nodes.dataset import read_lines
-from nodes.events import (
+from phasegraph.graphs.run import RunResult, run
+from phasegraph.nodes.dataset import read_lines
+from phasegraph.nodes.events import (
     Cancelled,
     Event,
     Final,
@@ -37,8 +37,8 @@ from nodes.events import (
     ValidationErrorEvent,
     XmlBlock,
 )
-from nodes.models import DEMO_WORKSPACE
-from nodes.trace import MemoryTraceStore
+from phasegraph.nodes.models import DEMO_WORKSPACE
+from phasegraph.nodes.trace import MemoryTraceStore
 from tests.graphs.test_xml_contract import TASK, echo
 from tests.helpers import turn, write_script
 from tests.server.conftest import Server, demo_server, free_port, needs_postgres, read_sse, stream
@@ -55,7 +55,7 @@ from tests.server.pausing import (
 from tests.server.test_crash_recovery import _kept
 
 RUN = "/api/runs/xml_contract/stream"
-#: The folder holding the ``tools`` package: where ``python -m tools.mcp.demo_server`` runs.
+#: The folder holding the ``tools`` package: where ``python -m phasegraph.tools.mcp.demo_server`` runs.
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 #: The demo's calls as (tool event name, group, step index), in the order they are called.
 CALLS = [
@@ -208,7 +208,7 @@ def _demo_children(server: Server) -> list[int]:
             command = (stat.parent / "cmdline").read_bytes()
         except (OSError, ValueError):
             continue  # gone meanwhile
-        if parent == server.process.pid and b"tools.mcp.demo_server" in command:
+        if parent == server.process.pid and b"phasegraph.tools.mcp.demo_server" in command:
             found.append(pid)
     return found
 
@@ -261,9 +261,9 @@ def _kill_in_slow_block(server: Server, request_id: str) -> list[Event]:
 
 @contextmanager
 def _http_demo_server(log: Path) -> Iterator[str]:
-    """``python -m tools.mcp.demo_server`` over streamable HTTP on a free port; yields its MCP URL."""
+    """The bundled demo MCP server over streamable HTTP on a free port; yields its MCP URL."""
     port = free_port()
-    command = [sys.executable, "-m", "tools.mcp.demo_server", "--transport", "streamable-http"]
+    command = [sys.executable, "-m", "phasegraph.tools.mcp.demo_server", "--transport", "streamable-http"]
     command += ["--port", str(port), "--root", str(DEMO_WORKSPACE)]
     with log.open("ab") as out:
         process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=out, stderr=subprocess.STDOUT)
@@ -594,7 +594,7 @@ def test_a_service_that_is_down_leaves_the_others_working(servers, tmp_path: Pat
     demo = {
         "transport": "stdio",
         "command": "${python}",
-        "args": ["-m", "tools.mcp.demo_server", "--root", "${workspace}"],
+        "args": ["-m", "phasegraph.tools.mcp.demo_server", "--root", "${workspace}"],
         "cwd": str(PROJECT_ROOT),
     }
     offline = {"transport": "streamable_http", "url": f"http://127.0.0.1:{closed}/mcp", "timeout": 5}

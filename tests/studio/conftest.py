@@ -16,8 +16,8 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
-from nodes.emit import EVENT_KEY
-from nodes.events import Event, parse_event
+from phasegraph.nodes.emit import EVENT_KEY
+from phasegraph.nodes.events import Event, parse_event
 
 ROOT = Path(__file__).parents[2]
 CONFIG = json.loads((ROOT / "langgraph.json").read_text(encoding="utf-8"))
@@ -42,10 +42,10 @@ def _free_port() -> int:
 
 
 def _config_in(folder: Path) -> Path:
-    """The project's langgraph.json with its graph paths made absolute, so the server can run in
-    ``folder`` (its in-memory state goes there, not into the work tree) without file persistence."""
-    graphs = {name: str(ROOT / target.removeprefix("./")) for name, target in CONFIG["graphs"].items()}
-    config = {**CONFIG, "graphs": graphs, "dependencies": [str(ROOT)], "disable_persistence": True}
+    """The project's langgraph.json with its dependency made absolute, so the server can run in
+    ``folder`` (its in-memory state goes there, not into the work tree) without file persistence.
+    The graphs are module targets (``phasegraph.graphs.<protocol>:graph``): they need no path."""
+    config = {**CONFIG, "dependencies": [str(ROOT)], "disable_persistence": True}
     path = folder / "langgraph.json"
     path.write_text(json.dumps(config), encoding="utf-8")
     return path

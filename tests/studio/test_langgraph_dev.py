@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from langgraph_sdk.client import SyncLangGraphClient
 
-from graphs.registry import PROTOCOLS
-from nodes.events import Event
+from phasegraph.graphs.registry import PROTOCOLS
+from phasegraph.nodes.events import Event
 from tests.graphs.test_agent_network import QUESTION, route
 from tests.graphs.test_goal_pursuit import GOAL, MIRA, approve, discover, execute, finalize
 from tests.graphs.test_xml_contract import TASK

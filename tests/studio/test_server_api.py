@@ -17,8 +17,8 @@ from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import ConflictError, NotFoundError
 from langgraph_sdk.schema import StreamPart
 
-from nodes.emit import EVENT_KEY
-from nodes.events import Event, parse_event
+from phasegraph.nodes.emit import EVENT_KEY
+from phasegraph.nodes.events import Event, parse_event
 from tests.server.conftest import demo_server
 
 #: A paced one-turn answer, so a test can act while the run is going.

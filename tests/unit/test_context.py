@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from graphs.registry import PROTOCOLS
-from nodes.errors import ConfigurationError
-from nodes.models import DEMO_WORKSPACE
+from phasegraph.graphs.registry import PROTOCOLS
+from phasegraph.nodes.errors import ConfigurationError
+from phasegraph.nodes.models import DEMO_WORKSPACE
 from tests.helpers import scripted, turn, write_script
 
 

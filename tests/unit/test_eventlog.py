@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from nodes.events import Event, TextChunk
-from server.eventlog import EventLog, Superseded
-from server.live import LiveHub
-from server.store import Append, RequestRecord, RequestStore
+from phasegraph.nodes.events import Event, TextChunk
+from phasegraph.server.eventlog import EventLog, Superseded
+from phasegraph.server.live import LiveHub
+from phasegraph.server.store import Append, RequestRecord, RequestStore
 
 
 def _text(record: RequestRecord, seq: int) -> Event:

@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from tools.mcp import EXAMPLE_CONFIG, McpConfigError, McpServices, default_services, load_services
-from tools.mcp.config import _PROJECT_ROOT
+from phasegraph.tools.mcp import EXAMPLE_CONFIG, McpConfigError, McpServices, default_services, load_services
 
 #: Async tests share the module's loop, on which the module-wide services were opened.
 on_module_loop = pytest.mark.asyncio(loop_scope="module")
@@ -49,11 +48,10 @@ def http_url(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[s
     """The demo server over streamable HTTP, as its own process, stopped at the end of the module."""
     port = _free_port()
     log = tmp_path_factory.mktemp("http") / "stderr.txt"
-    command = [sys.executable, "-m", "tools.mcp.demo_server", "--root", str(root)]
+    command = [sys.executable, "-m", "phasegraph.tools.mcp.demo_server", "--root", str(root)]
     with log.open("w") as stderr:
         server = subprocess.Popen(
             [*command, "--transport", "streamable-http", "--port", str(port)],
-            cwd=_PROJECT_ROOT,
             stderr=stderr,
         )
     try:
@@ -237,10 +235,9 @@ async def test_one_server_down_leaves_the_others_working(root: Path, http_url: s
 @on_module_loop
 async def test_a_service_lost_mid_run_fails_fast_and_alone(root: Path, http_url: str):
     port = _free_port()
-    command = [sys.executable, "-m", "tools.mcp.demo_server", "--root", str(root)]
+    command = [sys.executable, "-m", "phasegraph.tools.mcp.demo_server", "--root", str(root)]
     server = subprocess.Popen(
         [*command, "--transport", "streamable-http", "--port", str(port)],
-        cwd=_PROJECT_ROOT,
         stderr=subprocess.DEVNULL,
     )
     try:
@@ -305,7 +302,7 @@ def test_no_file_means_the_bundled_demo_over_stdio(tmp_path: Path):
     assert services == default_services(tmp_path)
     demo = services["demo"]
     assert demo["transport"] == "stdio" and demo["command"] == sys.executable
-    assert demo["args"] == ["-m", "tools.mcp.demo_server", "--root", str(tmp_path.resolve())]
+    assert demo["args"] == ["-m", "phasegraph.tools.mcp.demo_server", "--root", str(tmp_path.resolve())]
 
 
 def test_the_example_file_is_valid(tmp_path: Path):

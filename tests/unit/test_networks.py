@@ -12,9 +12,9 @@ from uuid import uuid4
 import pytest
 import yaml
 
-from server.store import RequestStore
-from tools import default_registry
-from tools.networks import (
+from phasegraph.server.store import RequestStore
+from phasegraph.tools import default_registry
+from phasegraph.tools.networks import (
     EXAMPLE_NETWORK,
     EXAMPLES,
     NetworkError,

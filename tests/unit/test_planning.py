@@ -17,10 +17,10 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from server.migrate import alembic_config
-from server.store import RequestStore
-from tools.context import ToolContext
-from tools.planning import (
+from phasegraph.server.migrate import alembic_config
+from phasegraph.server.store import RequestStore
+from phasegraph.tools.context import ToolContext
+from phasegraph.tools.planning import (
     BUILTIN_TEMPLATES,
     ErrorRow,
     LedgerFilter,
@@ -35,9 +35,9 @@ from tools.planning import (
     planning_tools,
     slug,
 )
-from tools.planning.domain import assess_health
-from tools.planning.tables import planning_metadata
-from tools.runner import ToolRunner
+from phasegraph.tools.planning.domain import assess_health
+from phasegraph.tools.planning.tables import planning_metadata
+from phasegraph.tools.runner import ToolRunner
 
 POSTGRES = os.environ.get("PHASEGRAPH_TEST_POSTGRES_URL", "")
 PLANNING_TABLES = set(planning_metadata.tables)

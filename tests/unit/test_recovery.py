@@ -4,9 +4,9 @@ import subprocess
 import sys
 import time
 
-from nodes.events import Paused, PhaseStart, Resumed, TextChunk
-from server.recovery import is_orphaned, new_owner_id, owner_gone, replaced_from
-from server.store import RequestRecord
+from phasegraph.nodes.events import Paused, PhaseStart, Resumed, TextChunk
+from phasegraph.server.recovery import is_orphaned, new_owner_id, owner_gone, replaced_from
+from phasegraph.server.store import RequestRecord
 
 
 def _dead_pid() -> int:

@@ -4,9 +4,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from nodes.redact import MASK, RedactingFilter, Redactor, redactor
-from nodes.settings import provider_settings
-from nodes.trace import TraceEntry
+from phasegraph.nodes.redact import MASK, RedactingFilter, Redactor, redactor
+from phasegraph.nodes.settings import provider_settings
+from phasegraph.nodes.trace import TraceEntry
 from tests.helpers import scripted, turn
 
 TOKEN = "tok-SECRET-5e8a1f2b9c"
@@ -59,8 +59,8 @@ async def test_events_and_traces_of_a_run_never_carry_a_token(collect, token_env
 
 
 async def test_the_request_store_redacts_whatever_it_is_given(token_env):
-    from nodes.events import ErrorEvent
-    from server.store import Append, RequestRecord, RequestStore
+    from phasegraph.nodes.events import ErrorEvent
+    from phasegraph.server.store import Append, RequestRecord, RequestStore
 
     store = RequestStore.for_checkpointer("memory")
     await store.setup()
@@ -79,7 +79,7 @@ async def test_the_request_store_redacts_whatever_it_is_given(token_env):
 
 
 def test_an_unexpected_failure_reaches_clients_without_its_text():
-    from nodes.errors import describe
+    from phasegraph.nodes.errors import describe
 
     kind, message = describe(FileNotFoundError(2, "No such file", "/srv/app/private/state.db"))
     assert kind == "internal" and "FileNotFoundError" in message and "/srv" not in message

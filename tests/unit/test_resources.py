@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from bench.resources import generate_world
-from tools import ToolContext, ToolRunner
-from tools.errors import ToolError
-from tools.resources import (
+from phasegraph.tools import ToolContext, ToolRunner
+from phasegraph.tools.errors import ToolError
+from phasegraph.tools.resources import (
     RESOURCE_TOOLS,
     ResourceError,
     ResourceNotFound,

@@ -4,7 +4,7 @@ from typing import Annotated
 import pytest
 from langchain_core.tools import InjectedToolArg, tool
 
-from tools import ToolContext, ToolRegistry, ToolRunner, default_registry
+from phasegraph.tools import ToolContext, ToolRegistry, ToolRunner, default_registry
 
 
 @pytest.fixture
@@ -97,7 +97,7 @@ def test_registry_refuses_two_tools_with_one_name():
 
 
 def test_the_default_trace_store_keeps_only_recent_requests():
-    from nodes.trace import DEFAULT_TRACES, MemoryTraceStore, TraceEntry
+    from phasegraph.nodes.trace import DEFAULT_TRACES, MemoryTraceStore, TraceEntry
 
     assert isinstance(DEFAULT_TRACES, MemoryTraceStore) and DEFAULT_TRACES.max_requests <= 1_000
     store = MemoryTraceStore(max_requests=3)

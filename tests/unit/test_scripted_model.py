@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from nodes.errors import ConfigurationError, ScriptError
-from nodes.models import DEMO_SCRIPT, make_model
-from nodes.scripted import ScriptedChatModel, load_script
-from nodes.settings import provider_settings
+from phasegraph.nodes.errors import ConfigurationError, ScriptError
+from phasegraph.nodes.models import DEMO_SCRIPT, make_model
+from phasegraph.nodes.scripted import ScriptedChatModel, load_script
+from phasegraph.nodes.settings import provider_settings
 from tests.helpers import scripted, turn, write_script
 
 

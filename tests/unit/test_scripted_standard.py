@@ -7,7 +7,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_tests.unit_tests import ChatModelUnitTests
 
-from nodes.scripted import ScriptedChatModel
+from phasegraph.nodes.scripted import ScriptedChatModel
 
 
 class TestScriptedChatModelStandard(ChatModelUnitTests):

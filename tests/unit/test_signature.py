@@ -1,5 +1,5 @@
-from tools import canonical_signature, default_registry
-from tools.signature import normalize_path
+from phasegraph.tools import canonical_signature, default_registry
+from phasegraph.tools.signature import normalize_path
 
 
 def test_key_order_does_not_matter_at_any_depth():

@@ -1,4 +1,4 @@
-from nodes.streaming import stream_until_first_call
+from phasegraph.nodes.streaming import stream_until_first_call
 from tests.helpers import scripted, turn
 
 FIVE = [("read_file", {"path": f"docs/{n}.md"}) for n in ("a", "b", "c", "d", "e")]
@@ -41,7 +41,7 @@ async def test_plain_text_has_no_call():
 
 
 async def test_a_long_argument_is_parsed_once_not_at_every_chunk(monkeypatch):
-    import nodes.streaming as streaming
+    import phasegraph.nodes.streaming as streaming
 
     parses: list[int] = []
     real_loads = streaming.json.loads
@@ -81,7 +81,7 @@ async def test_without_tools_an_oversized_call_is_ignored_as_too_large():
 
 
 def test_scanner_follows_strings_escapes_and_nesting():
-    from nodes.streaming import PartialCall
+    from phasegraph.nodes.streaming import PartialCall
 
     text = '{"a": "}\\"{", "b": [1, {"c": "]"}], "d": "\\\\"}'
     partial = PartialCall(index=0)

@@ -9,9 +9,9 @@ from uuid import uuid4
 
 import pytest
 
-from nodes.events import TextChunk
-from server.store import Append, RequestRecord, RequestStore
-from server.wakeups import Wakeups
+from phasegraph.nodes.events import TextChunk
+from phasegraph.server.store import Append, RequestRecord, RequestStore
+from phasegraph.server.wakeups import Wakeups
 
 URL = os.environ.get("PHASEGRAPH_TEST_POSTGRES_URL", "")
 pytestmark = pytest.mark.skipif(not URL, reason="PHASEGRAPH_TEST_POSTGRES_URL unset")

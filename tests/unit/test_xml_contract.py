@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from nodes.xml_contract.arguments import ToolSchemas
-from nodes.xml_contract.contract import EMPTY, read_proposal
-from nodes.xml_contract.tool_phase import substitute
+from phasegraph.nodes.xml_contract.arguments import ToolSchemas
+from phasegraph.nodes.xml_contract.contract import EMPTY, read_proposal
+from phasegraph.nodes.xml_contract.tool_phase import substitute
 
 SCHEMAS = ToolSchemas(
     services={

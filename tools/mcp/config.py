@@ -2,7 +2,8 @@
 
 The file has the shape ``MultiServerMCPClient`` takes, one entry per service::
 
-    {"demo": {"transport": "stdio", "command": "${python}", "args": ["-m", "tools.mcp.demo_server"]},
+    {"demo": {"transport": "stdio", "command": "${python}",
+              "args": ["-m", "phasegraph.tools.mcp.demo_server"]},
      "search": {"transport": "streamable_http", "url": "http://127.0.0.1:8931/mcp"}}
 
 Service names become XML tags in the model's replies, so they must be tag-safe and must not be one
@@ -34,8 +35,6 @@ RESERVED_NAMES = frozenset({"think", "parallel", "sequential", "result", "execut
 COMMENT_KEY = "$comment"
 #: The documented example file (a stdio demo and a streamable_http entry).
 EXAMPLE_CONFIG = Path(__file__).parent / "mcp_servers.example.json"
-#: The folder holding the ``tools`` package: the bundled server's working folder, so ``-m`` finds it.
-_PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 _HTTP_ALIASES = {
     "streamable_http": "streamable_http",
@@ -55,8 +54,8 @@ class McpConfigError(ValueError):
 
 def default_services(workspace: Path) -> dict[str, Connection]:
     """The bundled demo server over stdio, its file tools confined to ``workspace``."""
-    args = ["-m", "tools.mcp.demo_server", "--root", str(workspace.resolve())]
-    return {"demo": StdioConnection(transport="stdio", command=sys.executable, args=args, cwd=_PROJECT_ROOT)}
+    args = ["-m", "phasegraph.tools.mcp.demo_server", "--root", str(workspace.resolve())]
+    return {"demo": StdioConnection(transport="stdio", command=sys.executable, args=args)}
 
 
 def load_services(path: str | Path | None, workspace: Path) -> dict[str, Connection]:

@@ -1,8 +1,8 @@
 """The bundled demo MCP server "demo": workspace files, arithmetic, a slow echo and a tool that fails.
 
-Run it with ``python -m tools.mcp.demo_server --root DIR [--transport stdio|streamable-http]``. Every
-tool is safe to hand to a model: files are confined to ``--root`` (symlinks included), arithmetic is
-parsed, never evaluated, and sleeping is capped.
+Run it with ``python -m phasegraph.tools.mcp.demo_server --root DIR [--transport stdio|streamable-http]``.
+Every tool is safe to hand to a model: files are confined to ``--root`` (symlinks included), arithmetic
+is parsed, never evaluated, and sleeping is capped.
 
 No ``from __future__ import annotations`` here: FastMCP reads the tools' type hints (with their
 ``Field`` descriptions) to build the input schemas the model is shown.
@@ -20,9 +20,9 @@ from typing import Annotated, Any
 from mcp.server.fastmcp import FastMCP
 from pydantic import Field
 
-from tools.context import ToolContext
-from tools.workspace import list_files as list_workspace_files
-from tools.workspace import read_file as read_workspace_file
+from phasegraph.tools.context import ToolContext
+from phasegraph.tools.workspace import list_files as list_workspace_files
+from phasegraph.tools.workspace import read_file as read_workspace_file
 
 #: Longest expression ``calculate`` parses, in characters.
 MAX_EXPRESSION_CHARS = 200
@@ -155,7 +155,7 @@ def build_server(root: Path, *, host: str = "127.0.0.1", port: int = 8000) -> Fa
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse the command line and serve until the client (stdio) or a signal (HTTP) stops us."""
-    parser = argparse.ArgumentParser(prog="python -m tools.mcp.demo_server", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m phasegraph.tools.mcp.demo_server", description=__doc__)
     parser.add_argument("--root", type=Path, required=True, help="the folder the file tools are confined to")
     parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
     parser.add_argument("--host", default="127.0.0.1", help="streamable-http only")

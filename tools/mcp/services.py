@@ -32,7 +32,7 @@ from mcp import ClientSession, McpError
 from mcp.client import stdio
 from mcp.types import CONNECTION_CLOSED, CallToolResult, EmbeddedResource, TextContent, TextResourceContents
 
-from tools.runner import ToolResult
+from phasegraph.tools.runner import ToolResult
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from tools.networks.definition import (
+from phasegraph.tools.networks.definition import (
     AgentDefinition,
     EquippedTool,
     NetworkDefinition,
@@ -10,10 +10,10 @@ from tools.networks.definition import (
     load_definition,
     parse_definition,
 )
-from tools.networks.errors import NetworkError, NetworkNotFound, NetworkValidationError
-from tools.networks.snapshot import CompiledAgent, NetworkSnapshot, compile_network, tool_catalogue
-from tools.networks.store import NetworkStore, NetworkSummary, open_network_store
-from tools.networks.validation import network_problems
+from phasegraph.tools.networks.errors import NetworkError, NetworkNotFound, NetworkValidationError
+from phasegraph.tools.networks.snapshot import CompiledAgent, NetworkSnapshot, compile_network, tool_catalogue
+from phasegraph.tools.networks.store import NetworkStore, NetworkSummary, open_network_store
+from phasegraph.tools.networks.validation import network_problems
 
 #: Bundled network files: a working example (research.yaml) and a deliberately broken one.
 EXAMPLES = Path(__file__).parent / "examples"

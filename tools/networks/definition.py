@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tools.networks.errors import NetworkError
+from phasegraph.tools.networks.errors import NetworkError
 
 #: Names and keys: what a URL, a file name and a prompt can all carry.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"

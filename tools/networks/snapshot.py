@@ -13,10 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tools.networks.definition import AgentDefinition, NetworkDefinition
-from tools.networks.errors import NetworkValidationError
-from tools.networks.validation import network_problems
-from tools.registry import ToolRegistry
+from phasegraph.tools.networks.definition import AgentDefinition, NetworkDefinition
+from phasegraph.tools.networks.errors import NetworkValidationError
+from phasegraph.tools.networks.validation import network_problems
+from phasegraph.tools.registry import ToolRegistry
 
 
 class ToolInfo(BaseModel):

@@ -14,9 +14,9 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tools.database import open_engine
-from tools.networks.errors import NetworkError, NetworkNotFound
-from tools.networks.snapshot import NetworkSnapshot
+from phasegraph.tools.database import open_engine
+from phasegraph.tools.networks.errors import NetworkError, NetworkNotFound
+from phasegraph.tools.networks.snapshot import NetworkSnapshot
 
 networks_table = sa.Table(
     "phasegraph_networks",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from tools.networks.definition import AgentDefinition, NetworkDefinition
+from phasegraph.tools.networks.definition import AgentDefinition, NetworkDefinition
 
 
 def _names(keys: Sequence[str]) -> str:

@@ -1,12 +1,20 @@
 """The project domain the planner plans over, with its plans and its usage and error ledgers."""
 
-from tools.planning.domain import BUILTIN_TEMPLATES, ProjectDomain, slug
-from tools.planning.errors import PlanningError, PlanNotFound
-from tools.planning.ledger import ErrorReport, LedgerFilter, UsageLedger, UsageReport
-from tools.planning.plans import PlanStore
-from tools.planning.records import ContextDocument, ErrorRow, PlanRecord, Project, Task, Template, UsageRow
-from tools.planning.store import PlanningStore, open_planning
-from tools.planning.tools import is_destructive, planning_registry, planning_tools
+from phasegraph.tools.planning.domain import BUILTIN_TEMPLATES, ProjectDomain, slug
+from phasegraph.tools.planning.errors import PlanningError, PlanNotFound
+from phasegraph.tools.planning.ledger import ErrorReport, LedgerFilter, UsageLedger, UsageReport
+from phasegraph.tools.planning.plans import PlanStore
+from phasegraph.tools.planning.records import (
+    ContextDocument,
+    ErrorRow,
+    PlanRecord,
+    Project,
+    Task,
+    Template,
+    UsageRow,
+)
+from phasegraph.tools.planning.store import PlanningStore, open_planning
+from phasegraph.tools.planning.tools import is_destructive, planning_registry, planning_tools
 
 __all__ = [
     "BUILTIN_TEMPLATES",

@@ -17,9 +17,9 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from tools.planning.errors import PlanningError
-from tools.planning.records import ContextDocument, Project, Task, Template
-from tools.planning.tables import documents, projects, tasks, templates
+from phasegraph.tools.planning.errors import PlanningError
+from phasegraph.tools.planning.records import ContextDocument, Project, Task, Template
+from phasegraph.tools.planning.tables import documents, projects, tasks, templates
 
 #: Templates every scope has; they cannot be overwritten.
 BUILTIN_TEMPLATES = (

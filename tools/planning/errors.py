@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tools.errors import ToolError
+from phasegraph.tools.errors import ToolError
 
 
 class PlanningError(ToolError):

@@ -9,9 +9,9 @@ from pydantic import BaseModel
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tools.planning.errors import PlanningError
-from tools.planning.records import ErrorRow, UsageRow
-from tools.planning.tables import errors, usage
+from phasegraph.tools.planning.errors import PlanningError
+from phasegraph.tools.planning.records import ErrorRow, UsageRow
+from phasegraph.tools.planning.tables import errors, usage
 
 #: ``by`` values and the column each groups on.
 USAGE_GROUPS = {

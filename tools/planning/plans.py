@@ -10,9 +10,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tools.planning.errors import PlanningError, PlanNotFound
-from tools.planning.records import PlanRecord, PlanStatus
-from tools.planning.tables import plans
+from phasegraph.tools.planning.errors import PlanningError, PlanNotFound
+from phasegraph.tools.planning.records import PlanRecord, PlanStatus
+from phasegraph.tools.planning.tables import plans
 
 #: Every status a plan may have.
 PLAN_STATUSES: tuple[str, ...] = get_args(PlanStatus)

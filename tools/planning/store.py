@@ -11,11 +11,11 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tools.database import open_engine
-from tools.planning.domain import ProjectDomain
-from tools.planning.ledger import UsageLedger
-from tools.planning.plans import PlanStore
-from tools.planning.tables import planning_metadata
+from phasegraph.tools.database import open_engine
+from phasegraph.tools.planning.domain import ProjectDomain
+from phasegraph.tools.planning.ledger import UsageLedger
+from phasegraph.tools.planning.plans import PlanStore
+from phasegraph.tools.planning.tables import planning_metadata
 
 #: How often ``ensure_schema`` looks again after another process created a table under it.
 SCHEMA_ATTEMPTS = 3

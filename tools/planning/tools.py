@@ -9,10 +9,10 @@ from typing import Annotated, Any
 
 from langchain_core.tools import BaseTool, InjectedToolArg, tool
 
-from tools.context import ToolContext
-from tools.errors import ToolError
-from tools.planning.domain import ProjectDomain
-from tools.registry import ToolRegistry
+from phasegraph.tools.context import ToolContext
+from phasegraph.tools.errors import ToolError
+from phasegraph.tools.planning.domain import ProjectDomain
+from phasegraph.tools.registry import ToolRegistry
 
 #: Metadata key of tools whose effect cannot be undone.
 DESTRUCTIVE_KEY = "destructive"

@@ -3,10 +3,10 @@
 Imports nothing from graph code; the goal_pursuit protocol reads its context from here.
 """
 
-from tools.resources.errors import ResourceError, ResourceNotFound
-from tools.resources.index import SearchHit
-from tools.resources.repository import Resource, ResourceRepository, bundled_world, load_bundled
-from tools.resources.tools import RESOURCE_TOOLS, resource_registry
+from phasegraph.tools.resources.errors import ResourceError, ResourceNotFound
+from phasegraph.tools.resources.index import SearchHit
+from phasegraph.tools.resources.repository import Resource, ResourceRepository, bundled_world, load_bundled
+from phasegraph.tools.resources.tools import RESOURCE_TOOLS, resource_registry
 
 __all__ = [
     "RESOURCE_TOOLS",

@@ -1,6 +1,6 @@
 """Errors of the resource repository; both are tool errors, so a tool's refusal reaches the model."""
 
-from tools.errors import ToolError
+from phasegraph.tools.errors import ToolError
 
 
 class ResourceError(ToolError):

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from tools.resources.errors import ResourceError
+from phasegraph.tools.resources.errors import ResourceError
 
 #: File suffixes the loader reads, and the format each stands for.
 FORMATS = {".json": "json", ".yaml": "yaml", ".yml": "yaml", ".md": "markdown"}

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tools.resources.errors import ResourceError, ResourceNotFound
-from tools.resources.files import ADDRESS_KEYS, Record, read_folder, write_record
-from tools.resources.index import SearchHit, SearchIndex
+from phasegraph.tools.resources.errors import ResourceError, ResourceNotFound
+from phasegraph.tools.resources.files import ADDRESS_KEYS, Record, read_folder, write_record
+from phasegraph.tools.resources.index import SearchHit, SearchIndex
 
 #: Longest summary made from a resource's text when it has no ``summary`` property.
 SUMMARY_CHARS = 120

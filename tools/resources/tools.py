@@ -9,12 +9,12 @@ from typing import Annotated, Any
 
 from langchain_core.tools import BaseTool, InjectedToolArg, tool
 
-from tools.context import ToolContext
-from tools.errors import ToolError
-from tools.registry import ToolRegistry
-from tools.resources.errors import ResourceError
-from tools.resources.repository import Resource, ResourceRepository
-from tools.signature import NORMALIZERS_KEY
+from phasegraph.tools.context import ToolContext
+from phasegraph.tools.errors import ToolError
+from phasegraph.tools.registry import ToolRegistry
+from phasegraph.tools.resources.errors import ResourceError
+from phasegraph.tools.resources.repository import Resource, ResourceRepository
+from phasegraph.tools.signature import NORMALIZERS_KEY
 
 #: Longest value a confirmation quotes; a changed backstory need not be read back in full.
 MAX_SHOWN_CHARS = 120

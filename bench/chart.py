@@ -1,4 +1,4 @@
-"""The README's chart: per-cycle overhead, durability cost and the server under load, side by side."""
+"""The chart on docs/performance.md: per-cycle overhead, durability cost and the server under load."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from phasegraph.graphs.registry import get_protocol
 from phasegraph.graphs.run import stream_graph
 from phasegraph.nodes.models import DEMO_WORKSPACE, make_model
 from phasegraph.nodes.prompts import SYSTEM_PROMPT
-from phasegraph.server.persistence import open_checkpointer
+from phasegraph.server.storage.persistence import open_checkpointer
 from phasegraph.tools import default_registry
 
 MESSAGE = "Summarise the roadmap in the docs folder."

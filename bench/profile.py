@@ -1,4 +1,4 @@
-"""Row 1's workload in a loop, to run under a profiler (README "Performance").
+"""Row 1's workload in a loop, to run under a profiler (docs/performance.md).
 
 ``py-spy record -o profile.svg -- .venv/bin/python -m bench.profile`` or
 ``.venv/bin/pyinstrument -m bench.profile --protocol unified``. ``--protocol goal_pursuit`` loops row 6's
@@ -15,7 +15,7 @@ from pathlib import Path
 from bench.goal_pursuit import Pursuits
 from bench.overhead import CYCLES, Turns, write_script
 from phasegraph.graphs.registry import PROTOCOLS
-from phasegraph.server.persistence import open_checkpointer
+from phasegraph.server.storage.persistence import open_checkpointer
 
 
 async def loop(protocol: str, turns: int, checkpointer: str, workdir: Path) -> None:

@@ -23,9 +23,9 @@ from bench.harness import Figure, Row, Side
 from phasegraph.graphs.registry import get_protocol
 from phasegraph.graphs.run import stream_graph
 from phasegraph.nodes.models import DEMO_WORKSPACE
-from phasegraph.server.persistence import open_checkpointer
-from phasegraph.server.pruning import Pruner
-from phasegraph.server.retention import RetentionPolicy, prune, pruner_for
+from phasegraph.server.storage.persistence import open_checkpointer
+from phasegraph.server.storage.pruning.base import Pruner
+from phasegraph.server.storage.retention import RetentionPolicy, prune, pruner_for
 
 KEY = "7"
 KEEP = 5

@@ -1,1 +1,5 @@
-"""Entry points: the command line now, the HTTP server next. Depends on graphs, never the reverse."""
+"""The server layer, by job.
+
+``app`` builds the FastAPI app, ``http`` holds the routes, ``runs`` the run engine, ``storage`` the
+database, ``cli`` the ``phasegraph`` command. Depends on graphs, never the reverse.
+"""

@@ -7,7 +7,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from phasegraph.nodes.events import Final, parse_event
-from phasegraph.server.cli import app
+from phasegraph.server.cli.main import app
 from tests.helpers import turn, write_script
 
 runner = CliRunner()

@@ -7,6 +7,7 @@ test venv's site-packages as a plain path: the editable install of the work tree
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -20,11 +21,18 @@ ROOT = Path(__file__).parents[1]
 LAYERS = ("graphs", "nodes", "tools", "server")
 
 
+#: What a build must not see: venvs, caches, and an earlier build's ``build/lib`` (stale modules in it
+#: would be packed into the wheel as if they were still in the tree).
+NOT_SOURCE = shutil.ignore_patterns(".git", ".venv*", "build", "dist", "site", "*.egg-info", "__pycache__",
+                                    "node_modules", ".*cache")  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
+    source, out = tmp_path_factory.mktemp("source") / "phasegraph", tmp_path_factory.mktemp("wheel")
+    shutil.copytree(ROOT, source, symlinks=True, ignore=NOT_SOURCE)
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out), str(source)],
         check=True,
         capture_output=True,
         timeout=300,
@@ -84,6 +92,8 @@ def test_the_wheel_has_every_file_of_the_tree(wheel: Path):
     assert len([name for name in tree if not name.endswith(".py")]) > 40
     assert tree - names == set()
     assert "phasegraph/__init__.py" in names
+    packed = {name for name in names if name.startswith("phasegraph/") and name != "phasegraph/__init__.py"}
+    assert packed - tree == set(), "the wheel has files the tree does not (a stale build?)"
 
 
 def test_import_phasegraph_gives_the_public_api(installed: Path, tmp_path: Path):
@@ -109,7 +119,8 @@ def test_no_generic_name_is_importable(installed: Path, tmp_path: Path, name: st
 def test_a_run_works_from_the_installed_wheel(installed: Path, tmp_path: Path):
     code = (
         "import asyncio, phasegraph\n"
-        "result = asyncio.run(phasegraph.run('triggered_phase', 'Summarise the roadmap in the docs folder.'))\n"
+        "message = 'Summarise the roadmap in the docs folder.'\n"
+        "result = asyncio.run(phasegraph.run('triggered_phase', message))\n"
         "print(type(result.final).__name__, result.final.answer[:40])\n"
     )
     ran = _python(installed, code, tmp_path)

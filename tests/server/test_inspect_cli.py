@@ -6,7 +6,7 @@ from pathlib import Path
 import httpx
 from typer.testing import CliRunner
 
-from phasegraph.server.cli import app
+from phasegraph.server.cli.main import app
 from tests.server.conftest import stream
 
 

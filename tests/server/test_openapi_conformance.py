@@ -26,7 +26,7 @@ from schemathesis.core.failures import FailureGroup
 from phasegraph.nodes.models import DEMO_WORKSPACE
 from phasegraph.nodes.settings import ServerSettings
 from phasegraph.server.app import create_app
-from phasegraph.server.responses import _BLANK, GUARDED, NOT_BLANK
+from phasegraph.server.http.responses import _BLANK, GUARDED, NOT_BLANK
 from tests.server.conftest import Server, free_port
 
 SCHEMATHESIS = str(Path(sys.executable).parent / "schemathesis")

@@ -10,7 +10,7 @@ from alembic.script import ScriptDirectory
 from phasegraph.nodes.events import Final, PhaseStart
 from phasegraph.nodes.models import DEMO_WORKSPACE
 from phasegraph.nodes.trace import TraceEntry
-from phasegraph.server.migrate import alembic_config
+from phasegraph.server.storage.migrate import alembic_config
 from tests.server.conftest import Server, stream
 
 RUN = "/api/runs/triggered_phase/stream"

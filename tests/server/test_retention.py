@@ -20,7 +20,7 @@ from phasegraph.nodes.events import Event, Final, Paused, Resumed
 from phasegraph.nodes.models import DEMO_WORKSPACE
 from phasegraph.nodes.settings import ServerSettings
 from phasegraph.server.app import create_app
-from phasegraph.server.cli import app
+from phasegraph.server.cli.main import app
 from tests.server.conftest import PHASEGRAPH, slow_script, stream
 
 KEEP = 5

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from phasegraph.nodes.events import Event, TextChunk
-from phasegraph.server.eventlog import EventLog, Superseded
-from phasegraph.server.live import LiveHub
-from phasegraph.server.store import Append, RequestRecord, RequestStore
+from phasegraph.server.runs.eventlog import EventLog, Superseded
+from phasegraph.server.runs.live import LiveHub
+from phasegraph.server.storage.records import RequestRecord
+from phasegraph.server.storage.store import Append, RequestStore
 
 
 def _text(record: RequestRecord, seq: int) -> Event:

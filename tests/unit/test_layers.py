@@ -90,3 +90,46 @@ def test_nothing_imports_a_layer_by_its_bare_name():
     }
     assert len(SOURCES) > 250
     assert bare == set()
+
+
+#: Inside the server, jobs point down too: the command line and the routes use the run engine,
+#: which uses storage; storage knows nothing of the others.
+SERVER_JOBS = ["storage", "runs", "http", "cli"]
+#: The longest module and class the tree keeps (longer ones get split by responsibility).
+MAX_MODULE_LINES, MAX_CLASS_LINES = 400, 250
+
+
+def _server_job(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["phasegraph", "server"] else None
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _server_job(m) in SERVER_JOBS))
+def test_server_jobs_point_down(module: str):
+    job = SERVER_JOBS.index(_server_job(module))
+    allowed = {"cli": {"storage", "runs", "cli"}}.get(SERVER_JOBS[job], set(SERVER_JOBS[: job + 1]))
+    upward = sorted(
+        m for m in MODULES[module] if _server_job(m) is not None and _server_job(m) not in allowed
+    )
+    assert upward == [], f"{module} imports another job's modules above its own"
+
+
+def test_the_server_has_one_entry_module_and_packages_by_job():
+    loose = sorted(p.name for p in (ROOT / "server").glob("*.py"))
+    assert loose == ["__init__.py", "app.py"]
+    jobs = sorted(p.name for p in (ROOT / "server").iterdir() if (p / "__init__.py").exists())
+    assert jobs == sorted(SERVER_JOBS)
+
+
+def test_modules_and_classes_stay_short():
+    long_modules, long_classes = [], []
+    for layer in LAYERS:
+        for path in (ROOT / layer).rglob("*.py"):
+            text = path.read_text(encoding="utf-8")
+            if len(text.splitlines()) > MAX_MODULE_LINES:
+                long_modules.append(f"{path.relative_to(ROOT)}: {len(text.splitlines())} lines")
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES:
+                    long_classes.append(f"{path.relative_to(ROOT)}: {node.name}")
+    assert long_modules == []
+    assert long_classes == []

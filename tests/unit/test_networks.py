@@ -12,7 +12,7 @@ from uuid import uuid4
 import pytest
 import yaml
 
-from phasegraph.server.store import RequestStore
+from phasegraph.server.storage.store import RequestStore
 from phasegraph.tools import default_registry
 from phasegraph.tools.networks import (
     EXAMPLE_NETWORK,

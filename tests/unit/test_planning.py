@@ -17,8 +17,8 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from phasegraph.server.migrate import alembic_config
-from phasegraph.server.store import RequestStore
+from phasegraph.server.storage.migrate import alembic_config
+from phasegraph.server.storage.store import RequestStore
 from phasegraph.tools.context import ToolContext
 from phasegraph.tools.planning import (
     BUILTIN_TEMPLATES,

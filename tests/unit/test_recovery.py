@@ -5,8 +5,8 @@ import sys
 import time
 
 from phasegraph.nodes.events import Paused, PhaseStart, Resumed, TextChunk
-from phasegraph.server.recovery import is_orphaned, new_owner_id, owner_gone, replaced_from
-from phasegraph.server.store import RequestRecord
+from phasegraph.server.runs.recovery import is_orphaned, new_owner_id, owner_gone, replaced_from
+from phasegraph.server.storage.records import RequestRecord
 
 
 def _dead_pid() -> int:

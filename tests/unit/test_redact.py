@@ -60,7 +60,8 @@ async def test_events_and_traces_of_a_run_never_carry_a_token(collect, token_env
 
 async def test_the_request_store_redacts_whatever_it_is_given(token_env):
     from phasegraph.nodes.events import ErrorEvent
-    from phasegraph.server.store import Append, RequestRecord, RequestStore
+    from phasegraph.server.storage.records import RequestRecord
+    from phasegraph.server.storage.store import Append, RequestStore
 
     store = RequestStore.for_checkpointer("memory")
     await store.setup()

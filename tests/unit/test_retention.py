@@ -24,16 +24,17 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, interrupt
 from typer.testing import CliRunner
 
-import phasegraph.server.pruning_postgres
-import phasegraph.server.pruning_sqlite
-import phasegraph.server.retention
+import phasegraph.server.storage.pruning.postgres
+import phasegraph.server.storage.pruning.sqlite
+import phasegraph.server.storage.retention
 from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.settings import ServerSettings
 from phasegraph.server.app import create_app
-from phasegraph.server.cli import app
-from phasegraph.server.persistence import open_checkpointer
-from phasegraph.server.pruning import Pruner, id_at, made_at
-from phasegraph.server.retention import (
+from phasegraph.server.cli.main import app
+from phasegraph.server.storage.persistence import open_checkpointer
+from phasegraph.server.storage.pruning.base import Pruner, id_at, made_at
+from phasegraph.server.storage.records import RequestRecord
+from phasegraph.server.storage.retention import (
     Retention,
     RetentionPolicy,
     parse_retention,
@@ -41,7 +42,7 @@ from phasegraph.server.retention import (
     prune,
     pruner_for,
 )
-from phasegraph.server.store import RequestRecord, RequestStore
+from phasegraph.server.storage.store import RequestStore
 
 # -- the policy ----------------------------------------------------------------------------------
 
@@ -288,9 +289,9 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two checkpoints (and three blobs) per transaction: every pass takes many."""
-    monkeypatch.setattr(phasegraph.server.pruning_sqlite, "CHUNK", 2)
-    monkeypatch.setattr(phasegraph.server.pruning_postgres, "CHUNK", 2)
-    monkeypatch.setattr(phasegraph.server.pruning_postgres, "BLOB_CHUNK", 3)
+    monkeypatch.setattr(phasegraph.server.storage.pruning.sqlite, "CHUNK", 2)
+    monkeypatch.setattr(phasegraph.server.storage.pruning.postgres, "CHUNK", 2)
+    monkeypatch.setattr(phasegraph.server.storage.pruning.postgres, "BLOB_CHUNK", 3)
 
 
 async def record(store: RequestStore, thread_key: str, status: Any) -> None:
@@ -445,7 +446,7 @@ async def test_the_background_task_survives_a_failed_round_and_stops_with_the_ap
     async with open_checkpointer("memory") as saver:
         graph = build_graph(saver)
         await turns(graph, "p/busy", 2)
-        real_prune, calls = phasegraph.server.retention.prune, []
+        real_prune, calls = phasegraph.server.storage.retention.prune, []
 
         async def flaky(*args: Any, **kwargs: Any) -> Any:
             calls.append(time.monotonic())
@@ -453,8 +454,8 @@ async def test_the_background_task_survives_a_failed_round_and_stops_with_the_ap
                 raise OSError("the database went away")
             return await real_prune(*args, **kwargs)
 
-        monkeypatch.setattr(phasegraph.server.retention, "prune", flaky)
-        caplog.set_level(logging.INFO, logger="phasegraph.server.retention")
+        monkeypatch.setattr(phasegraph.server.storage.retention, "prune", flaky)
+        caplog.set_level(logging.INFO, logger="phasegraph.server.storage.retention")
         task = Retention(RetentionPolicy(keep_latest=1), 0.05, saver, store).start()
         deadline = time.monotonic() + 10
         while len(calls) < 3 and time.monotonic() < deadline:

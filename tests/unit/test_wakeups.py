@@ -10,8 +10,9 @@ from uuid import uuid4
 import pytest
 
 from phasegraph.nodes.events import TextChunk
-from phasegraph.server.store import Append, RequestRecord, RequestStore
-from phasegraph.server.wakeups import Wakeups
+from phasegraph.server.runs.wakeups import Wakeups
+from phasegraph.server.storage.records import RequestRecord
+from phasegraph.server.storage.store import Append, RequestStore
 
 URL = os.environ.get("PHASEGRAPH_TEST_POSTGRES_URL", "")
 pytestmark = pytest.mark.skipif(not URL, reason="PHASEGRAPH_TEST_POSTGRES_URL unset")

@@ -1,0 +1,1 @@
+"""The ``phasegraph`` command (``main``) and its sub-commands, one module each."""

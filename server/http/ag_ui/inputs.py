@@ -1,0 +1,86 @@
+"""What the AG-UI route reads: AG-UI's ``RunAgentInput``, narrowed to what a phasegraph protocol can take."""
+
+from typing import Annotated, Any, Literal
+
+from ag_ui.core import Context as AgUiContext
+from ag_ui.core import ResumeEntry, RunAgentInput, TextPart, UserMessage
+from ag_ui.core import Tool as AgUiTool
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+
+from phasegraph.graphs.registry import client_settings_schema
+from phasegraph.server.http.responses import ID_PATTERN
+
+
+def _addressable(value: str) -> str:
+    if value in (".", ".."):
+        raise ValueError("'.' and '..' cannot be used as ids: they cannot be addressed in a URL")
+    return value
+
+
+#: Run and thread ids become request and thread ids, which appear in URL paths.
+AgUiId = Annotated[str, Field(pattern=ID_PATTERN), AfterValidator(_addressable)]
+
+
+class TextUserMessage(UserMessage):
+    """A user message the protocols can read: text, or text parts (joined by newlines)."""
+
+    role: Literal["user"]  # required: it tells the messages apart
+    content: str | list[TextPart]  # type: ignore[assignment]  # narrowed on purpose: no media parts
+
+
+class EarlierMessage(BaseModel):
+    """Any other message: the client's copy of the conversation, which the thread's checkpoint keeps."""
+
+    model_config = ConfigDict(extra="allow", alias_generator=to_camel, populate_by_name=True)
+
+    id: str
+    role: Literal["developer", "system", "assistant", "tool", "activity", "reasoning"]
+
+
+#: The conversation as the route reads it: user messages (the last one is answered), and the rest.
+HistoryMessage = Annotated[TextUserMessage | EarlierMessage, Field(discriminator="role")]
+
+
+def _settings_schema(schema: dict[str, Any]) -> None:
+    """Document ``forwardedProps`` as the settings object every protocol's clients may set."""
+    schema["anyOf"][0] = client_settings_schema()
+
+
+class AgUiInput(RunAgentInput):
+    """AG-UI's ``RunAgentInput``, narrowed to what a phasegraph protocol can take."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    thread_id: AgUiId
+    run_id: AgUiId = Field(description="The new run's request id (a resumed paused run keeps its own).")
+    messages: list[HistoryMessage] = Field(  # type: ignore[assignment]  # user messages narrowed to text
+        description="The conversation; its last user message is what the agent answers.",
+        json_schema_extra={
+            "contains": {"type": "object", "properties": {"role": {"const": "user"}}, "required": ["role"]}
+        },
+    )
+    tools: list[AgUiTool] | None = Field(
+        default=None, max_length=0, description="None: the protocols call only their own tools."
+    )
+    context: list[AgUiContext] | None = Field(
+        default=None, max_length=0, description="None: the protocols take no ambient context."
+    )
+    state: Annotated[dict[str, Any], Field(max_length=0)] | None = Field(
+        default=None, description="Empty: a run starts from its thread's checkpointed state."
+    )
+    forwarded_props: dict[str, Any] | None = Field(
+        default=None,
+        description="The protocol's client settings (the generic route's ``settings``).",
+        json_schema_extra=_settings_schema,
+    )
+    resume: list[ResumeEntry] | None = Field(
+        default=None, max_length=1, description="The answer to the interrupt the thread's last run left open."
+    )
+
+    @field_validator("messages")
+    @classmethod
+    def _has_user_message(cls, messages: list[Any]) -> list[Any]:
+        if not any(message.role == "user" for message in messages):
+            raise ValueError("messages has no user message: there is nothing for the agent to answer")
+        return messages

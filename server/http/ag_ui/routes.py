@@ -1,0 +1,192 @@
+"""The AG-UI route: start or continue a request, then stream it translated (see the package's docstring)."""
+
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
+from typing import Annotated, Any, cast
+
+from ag_ui.core import PROTOCOL_VERSION, BaseEvent, ResumeEntry, RunErrorEvent, RunStartedEvent
+from ag_ui.encoder import EventEncoder
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Path as PathParam
+from fastapi.responses import StreamingResponse
+from fastapi.sse import ServerSentEvent
+
+from phasegraph.graphs.registry import PROTOCOLS
+from phasegraph.nodes.errors import ConflictError, InvalidInputError, NotFoundError
+from phasegraph.nodes.events import parse_event
+from phasegraph.server.http.ag_ui.inputs import AgUiInput, TextUserMessage
+from phasegraph.server.http.ag_ui.translation import PAUSE_PREFIX, Translation, now
+from phasegraph.server.http.auth import Access
+from phasegraph.server.http.responses import ID_PATTERN, STARTS, errors
+from phasegraph.server.http.sse import follow_sse
+from phasegraph.server.runs.manager import STOPS, RunManager, manager_of
+from phasegraph.server.runs.protocols import Served
+from phasegraph.server.storage.checkpoints import thread_config
+from phasegraph.server.storage.records import RequestRecord, scoped_key
+
+logger = logging.getLogger(__name__)
+
+INTERNAL = "the server failed while streaming this run (see its log); GET /api/requests/{id} shows its state"
+INCOMPLETE = "the run's stream ended without an outcome; GET /api/requests/{id} shows its state"
+#: What every other stream sends too: no cache, and no proxy (nginx) holding events back.
+NO_BUFFERING = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+STREAM_DOC = {
+    "description": "AG-UI events, one JSON object (``ag_ui.core.Event``) per ``data:`` line",
+    "content": {
+        "text/event-stream": {
+            "itemSchema": {
+                "type": "object",
+                "required": ["data"],
+                "properties": {"data": {"type": "string", "contentMediaType": "application/json"}},
+            }
+        }
+    },
+}
+
+
+@dataclass(frozen=True)
+class _Run:
+    """A started (or continued) request, its protocol and the seq its stream follows from."""
+
+    record: RequestRecord
+    served: Served
+    after: int
+
+
+def ag_ui_routes(caller: Any) -> APIRouter:
+    """The AG-UI route, with the app's caller dependency (tokens and projects)."""
+    router = APIRouter()
+
+    async def begun(
+        protocol: Annotated[str, PathParam(json_schema_extra={"enum": list(PROTOCOLS)})],
+        body: AgUiInput,
+        request: Request,
+        access: Annotated[Access, Depends(caller)],
+        project_id: Annotated[str, Query(alias="projectId", pattern=ID_PATTERN)] = "default",
+    ) -> _Run:
+        if protocol not in PROTOCOLS:
+            raise NotFoundError(f"unknown protocol {protocol!r}; known protocols: {', '.join(PROTOCOLS)}")
+        access.require(project_id)
+        manager = manager_of(request)
+        served = manager.protocol(protocol)  # resolved once: everything below is given it
+        if body.resume:
+            return await _answer(manager, served, body, project_id, body.resume[0])
+        return _Run(await _start(manager, served, body, project_id, _user_message(body)), served, 0)
+
+    @router.post(
+        "/ag-ui/{protocol}",
+        response_class=StreamingResponse,
+        responses={200: STREAM_DOC, **errors(*STARTS, invalid_input="a resume that cannot be taken")},
+    )
+    async def ag_ui(
+        body: AgUiInput, request: Request, run: Annotated[_Run, Depends(begun)]
+    ) -> StreamingResponse:
+        encoder = EventEncoder(accept=request.headers.get("accept", ""))
+        events = _stream(manager_of(request), run, body.parent_run_id)
+        return StreamingResponse(
+            (encoder.encode(event) async for event in events),
+            media_type=encoder.get_content_type(),
+            headers=NO_BUFFERING,
+        )
+
+    return router
+
+
+async def _start(
+    manager: RunManager, served: Served, body: AgUiInput, project_id: str, message: str
+) -> RequestRecord:
+    """A new request on the thread (a question pending there takes ``message`` as its answer)."""
+    manager.check_message_size(message)
+    return await manager.start(
+        served, message, project_id=project_id, request_id=body.run_id, thread_id=body.thread_id,
+        model=None, show_tool_outputs=False, settings=body.forwarded_props or {},
+    )  # fmt: skip
+
+
+def _user_message(body: AgUiInput) -> str:
+    """The text of the last user message (the input's validator guarantees there is one)."""
+    last = next(m for m in reversed(body.messages) if isinstance(m, TextUserMessage))
+    if isinstance(last.content, str):
+        return last.content
+    return "\n".join(part.text for part in last.content)
+
+
+async def _answer(
+    manager: RunManager, served: Served, body: AgUiInput, project_id: str, entry: ResumeEntry
+) -> _Run:
+    """Continue from the interrupt ``entry`` answers: a paused request, or a question on the thread."""
+    if entry.interrupt_id.startswith(PAUSE_PREFIX):
+        return await _continue_paused(manager, served, body, project_id, entry)
+    closed = NotFoundError(f"thread {body.thread_id!r} has no open interrupt {entry.interrupt_id!r}")
+    found = await manager.store.threads(body.thread_id, frozenset({project_id}))
+    if not found:
+        raise closed
+    if found[0].protocol != served.id:
+        raise ConflictError(f"thread {body.thread_id!r} belongs to protocol {found[0].protocol!r}")
+    pending = [i.id for i in (await served.graph.aget_state(thread_config(found[0].thread_key))).interrupts]
+    if entry.interrupt_id not in pending:
+        raise closed
+    if unanswered := [i for i in pending if i != entry.interrupt_id]:
+        raise InvalidInputError(f"a resume answers every open interrupt; unanswered: {', '.join(unanswered)}")
+    if entry.status == "cancelled":
+        raise InvalidInputError(
+            f"interrupt {entry.interrupt_id!r} is a question the thread waits on: it can be answered, not "
+            "cancelled (status 'resolved', the answer as payload or as the last user message)"
+        )
+    answer = _user_message(body) if entry.payload is None else entry.payload
+    if not isinstance(answer, str):
+        raise InvalidInputError(f"interrupt {entry.interrupt_id!r} takes words: its payload must be a string")
+    return _Run(await _start(manager, served, body, project_id, answer), served, 0)
+
+
+async def _continue_paused(
+    manager: RunManager, served: Served, body: AgUiInput, project_id: str, entry: ResumeEntry
+) -> _Run:
+    """Resume (``resolved``) or cancel (``cancelled``) the paused request the interrupt names."""
+    request_id = entry.interrupt_id.removeprefix(PAUSE_PREFIX)
+    record = await manager.store.get(scoped_key(project_id, request_id))
+    if record is None or record.thread_id != body.thread_id or record.protocol != served.id:
+        raise NotFoundError(f"thread {body.thread_id!r} has no open interrupt {entry.interrupt_id!r}")
+    if record.status != "paused":
+        raise ConflictError(f"request {request_id!r} is {record.status}, not paused: nothing to resume")
+    if entry.payload is not None:
+        raise InvalidInputError(f"a paused run takes no answer: resume {entry.interrupt_id!r} without one")
+    chosen = served.spec.client_settings(body.forwarded_props or {})
+    if any(record.settings.get(key) != value for key, value in chosen.items()):
+        raise InvalidInputError(f"request {request_id!r} keeps its own settings: forwardedProps differ")
+    if entry.status == "cancelled":
+        await manager.cancel(record)
+    else:
+        await manager.resume(record, None)
+    return _Run(record, served, record.last_seq)
+
+
+async def _stream(manager: RunManager, run: _Run, parent_run_id: str | None) -> AsyncIterator[BaseEvent]:
+    """The run as AG-UI events: RUN_STARTED, its events translated, then how it ended."""
+    record, translation = run.record, Translation(run.record)
+    yield RunStartedEvent(
+        thread_id=record.thread_id, run_id=record.request_id, parent_run_id=parent_run_id,
+        protocol_version=PROTOCOL_VERSION, timestamp=now(),
+    )  # fmt: skip
+    try:
+        # The shared follower: a dropped connection pauses the run like on every other stream.
+        follower = cast(AsyncGenerator[ServerSentEvent, None], follow_sse(manager, record, run.after, "stop"))
+        async with contextlib.aclosing(follower) as followed:
+            async for item in followed:
+                event = parse_event(item.raw_data or "")
+                if isinstance(event, STOPS):
+                    for ending in await translation.ending(event, run.served.graph):
+                        yield ending
+                    return
+                for translated in translation.of(event):
+                    yield translated
+        message, code = INCOMPLETE, "incomplete"
+    except Exception:  # the machinery failed, not the run: the stream still ends as AG-UI requires
+        logger.exception("request %s: its AG-UI stream failed", record.request_id)
+        message, code = INTERNAL, "internal"
+    ts = now()
+    for closed in translation.closing(ts):
+        yield closed
+    yield RunErrorEvent(message=message.format(id=record.request_id), code=code, timestamp=ts)

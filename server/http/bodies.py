@@ -1,0 +1,83 @@
+"""Bodies and parameters the native routes share: chat, run, resume and fork bodies, ids in paths."""
+
+from typing import Annotated, Any, Literal
+
+from fastapi import Path as PathParam
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from phasegraph.server.http.responses import ID_PATTERN, NOT_BLANK, whole
+
+
+class Body(BaseModel):
+    """A native route's body: camelCase on the wire, no unknown fields, strict types."""
+
+    # strict: 0 is not false and "3" is not 3, as the schema says.
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", strict=True)
+
+
+def _addressable(value: str) -> str:
+    """Refuse ids that a URL path cannot address."""
+    if value in (".", ".."):
+        raise ValueError("'.' and '..' cannot be used as ids: they cannot be addressed in a URL")
+    return value
+
+
+NEXT_PAGE_HEADER = {
+    "description": 'The next, older page: `</api/threads/...?before=ID&limit=N>; rel="next"`',
+    "schema": {"type": "string"},
+}
+NAME_IT = "add ?projectId="
+PROJECT_PARAM = (
+    "Only this project (the token must cover it): names the project when the caller's projects "
+    "each have a request or thread of the id."
+)
+#: Ids appear in URL paths, so they are kept to URL-safe characters that a URL can address.
+Identifier = Annotated[str, Field(pattern=ID_PATTERN), AfterValidator(_addressable)]
+#: The same ids in a path: one that no body could have created is refused with 422.
+PathId = Annotated[str, PathParam(pattern=ID_PATTERN), AfterValidator(_addressable)]
+
+
+#: A phase number (from 1): a JSON integer, written with or without a zero fraction.
+PhaseIndex = Annotated[int, Field(ge=1), BeforeValidator(whole)]
+
+
+class ChatRequest(Body):
+    """Body of every streaming route."""
+
+    message: str = Field(min_length=1, pattern=NOT_BLANK, description="What the agent should do (not blank).")
+    project_id: Identifier = "default"
+    request_id: Identifier | None = None
+    thread_id: Identifier | None = None
+    model: str | None = None
+    show_tool_outputs: bool = False
+    on_disconnect: Literal["stop", "continue"] = "stop"
+
+
+class RunRequest(ChatRequest):
+    """Body of the generic streaming route: a chat request plus the protocol's client settings."""
+
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Run settings the protocol lets clients choose (agent_network: network, "
+        "network_version, agent_key, max_steps, max_tool_errors, system_params; xml_contract: max_steps); "
+        "a setting of another protocol is refused with 400.",
+    )
+
+
+class ResumeFrom(Body):
+    """Body of the generic resume route: where to continue (the latest point when omitted)."""
+
+    resume_from_phase_index: PhaseIndex | None = None
+
+
+class ResumeRequest(ResumeFrom):
+    """Body of the two-stage resume route."""
+
+    request_id: Identifier
+
+
+class ForkRequest(Body):
+    """Body of the fork route (optional)."""
+
+    on_disconnect: Literal["stop", "continue"] = "stop"

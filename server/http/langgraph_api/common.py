@@ -1,0 +1,72 @@
+"""What the LangGraph API routes share: the caller's project, the thread store and thread status."""
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import Depends, Header, Request
+from langgraph.types import StateSnapshot
+
+from phasegraph.nodes.errors import NotFoundError
+from phasegraph.server.http.auth import Access
+from phasegraph.server.http.responses import ID_PATTERN
+from phasegraph.server.runs.manager import RunManager, manager_of
+from phasegraph.server.storage.checkpoints import thread_config
+from phasegraph.server.storage.threads import ThreadRecord, ThreadStore
+
+PROJECT_HEADER = "X-Phasegraph-Project"
+
+
+def project_dependency(caller: Callable[..., Access]) -> Callable[..., Any]:
+    """The project a LangGraph API call acts in (403 when the caller's token does not cover it).
+
+    It is the ``X-Phasegraph-Project`` header, the ``projectId`` query parameter, the token's only
+    project, or ``default``.
+    """
+
+    def project(
+        access: Annotated[Access, Depends(caller)],
+        x_phasegraph_project: Annotated[str | None, Header(pattern=ID_PATTERN)] = None,
+    ) -> str:
+        only = (
+            next(iter(access.projects)) if access.projects is not None and len(access.projects) == 1 else None
+        )
+        project_id = x_phasegraph_project or only or "default"
+        access.require(project_id)
+        return project_id
+
+    return project
+
+
+def threads_of(request: Request) -> ThreadStore:
+    """The app's thread store (on the run manager's request store)."""
+    return ThreadStore(manager_of(request).store)
+
+
+async def existing(threads: ThreadStore, project_id: str, thread_id: str) -> ThreadRecord:
+    """The thread, or 404."""
+    thread = await threads.get(project_id, thread_id)
+    if thread is None:
+        raise NotFoundError(f"thread {thread_id!r} not found")
+    return thread
+
+
+async def forget(manager: RunManager, threads: ThreadStore, thread_key: str) -> None:
+    """Delete a thread for good: its checkpoints, then its row, requests, events and traces."""
+    await manager.checkpointer.adelete_thread(thread_key)
+    await threads.delete(thread_key)
+
+
+async def status_of(
+    manager: RunManager, threads: ThreadStore, thread: ThreadRecord
+) -> tuple[str, StateSnapshot | None]:
+    """The thread's status (idle, busy, interrupted, error) and its current state (``None``: no run yet)."""
+    runs = await threads.requests(thread.thread_key)
+    if not runs:
+        return "idle", None
+    graph = manager.protocol(runs[0].protocol).graph
+    snapshot = await graph.aget_state(thread_config(thread.thread_key))
+    if any(r.status == "running" for r in runs):
+        return "busy", snapshot
+    if snapshot.next or snapshot.interrupts:
+        return "interrupted", snapshot
+    return ("error" if runs[-1].status == "failed" else "idle"), snapshot

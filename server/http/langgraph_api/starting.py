@@ -1,0 +1,148 @@
+"""Start a LangGraph API run as an ordinary phasegraph request on the one run manager.
+
+The thread must exist (or ``if_not_exists: "create"``); the body's ``input`` / ``command`` become
+the graph input; ``context`` (and ``config.configurable``) the protocol's client settings; the
+stops and where the run started are kept on the request for any replica that drives it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from uuid import uuid4
+
+from langchain_core.messages import convert_to_messages
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command
+
+from phasegraph.graphs.registry import ProtocolSpec
+from phasegraph.nodes.errors import ConfigurationError, ConflictError, InvalidInputError, NotFoundError
+from phasegraph.server.http.langgraph_api.bodies import RunFields, ThreadRunBody
+from phasegraph.server.runs.manager import RunManager
+from phasegraph.server.runs.protocols import Served
+from phasegraph.server.storage.checkpoints import thread_config
+from phasegraph.server.storage.records import RequestRecord
+from phasegraph.server.storage.threads import ThreadRecord, ThreadStore
+
+Graph = CompiledStateGraph[Any, Any, Any, Any]
+#: How often a run waiting its turn (``multitask_strategy: "enqueue"``) looks at its thread.
+ENQUEUE_POLL_SECONDS = 0.1
+
+
+def protocol_of(manager: RunManager, assistant_id: str) -> Served:
+    """The protocol an assistant id names, resolved once for the whole call (404 when none)."""
+    try:
+        return manager.protocol(assistant_id)
+    except ConfigurationError:
+        raise NotFoundError(f"assistant {assistant_id!r} not found") from None
+
+
+async def thread_for(
+    threads: ThreadStore, project_id: str, thread_id: str, if_not_exists: str
+) -> ThreadRecord:
+    """The thread a run goes on: an existing one, or a new one when the body allows it."""
+    thread = await threads.get(project_id, thread_id)
+    if thread is not None:
+        return thread
+    if if_not_exists != "create":
+        raise NotFoundError(f"thread {thread_id!r} not found")
+    return await threads.create(project_id, thread_id, {})
+
+
+def _nodes(spec: ProtocolSpec, graph: Graph, field: str, value: Any) -> Any:
+    """Stop nodes as given, refused (422) when one is not a node of the graph."""
+    if value is None or value == "*":
+        return value
+    known = set(graph.nodes) - {"__start__"}
+    unknown = [node for node in value if node not in known]
+    if unknown:
+        raise InvalidInputError(
+            f"{field}: {unknown[0]!r} is not a node of {spec.id!r} ({', '.join(sorted(known))})"
+        )
+    return list(value)
+
+
+def graph_input(spec: ProtocolSpec, graph: Graph, body: RunFields) -> tuple[Any, str | None]:
+    """The graph input and the user's message in it (size and content checks), from input or command."""
+    if body.command is not None:
+        if body.input is not None:
+            raise InvalidInputError("input and command: send one of them")
+        return Command(resume=body.command.resume), None
+    if body.input is None:
+        return None, None  # go on from where the thread stopped
+    allowed = set(graph.get_input_jsonschema().get("properties", {}))
+    unknown = sorted(set(body.input) - allowed)
+    if unknown:
+        raise InvalidInputError(
+            f"input.{unknown[0]} is not an input of {spec.id!r} ({', '.join(sorted(allowed))})"
+        )
+    try:
+        messages = convert_to_messages(body.input.get("messages", []))
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise InvalidInputError(f"input.messages: {exc}") from None
+    human = [m for m in messages if m.type == "human"]
+    message = human[-1].text() if human else ""
+    spec.check_message(message)
+    return {**body.input, "messages": messages}, message
+
+
+def run_settings(
+    spec: ProtocolSpec, body: RunFields, project_id: str
+) -> tuple[str | None, dict[str, Any], bool]:
+    """(model, protocol settings, show_tool_outputs) from ``context`` and ``config.configurable``."""
+    context = {**(body.config.configurable if body.config else {}), **body.context}
+    model = context.pop("model", None)
+    if model is not None and not isinstance(model, str):
+        raise InvalidInputError("context.model: a model spec, as a string")
+    show = context.pop("show_tool_outputs", False)
+    if not isinstance(show, bool):
+        raise InvalidInputError("context.show_tool_outputs: true or false")
+    if context.pop("project_id", project_id) != project_id:
+        raise InvalidInputError("context.project_id: the project is the request's (X-Phasegraph-Project)")
+    return model, spec.client_settings(context), show
+
+
+async def wait_for_turn(manager: RunManager, thread_key: str, strategy: str) -> None:
+    """Refuse (``reject``) or wait (``enqueue``) while another run of the thread runs."""
+    while await manager.store.thread_busy(thread_key):
+        if strategy == "reject":
+            raise ConflictError(
+                "the thread has a run in progress; wait for it or use multitask_strategy enqueue"
+            )
+        await asyncio.sleep(ENQUEUE_POLL_SECONDS)
+
+
+async def start_run(
+    manager: RunManager, threads: ThreadStore, body: RunFields, project_id: str, thread: ThreadRecord
+) -> RequestRecord:
+    """Start the body's run on ``thread`` and return its request."""
+    served = protocol_of(manager, body.assistant_id)
+    spec, graph = served.spec, served.graph
+    options: dict[str, Any] = {
+        "interrupt_before": _nodes(spec, graph, "interrupt_before", body.interrupt_before),
+        "interrupt_after": _nodes(spec, graph, "interrupt_after", body.interrupt_after),
+        "metadata": body.metadata,
+        "stream_mode": body.modes(),
+    }
+    graph_in, message = graph_input(spec, graph, body)
+    if message is not None:
+        manager.check_message_size(message)
+    model, settings, show = run_settings(spec, body, project_id)
+    checkpoint_id = None
+    if isinstance(body, ThreadRunBody):
+        checkpoint_id = body.checkpoint.checkpoint_id if body.checkpoint else body.checkpoint_id
+        if body.checkpoint and body.checkpoint.thread_id not in (None, thread.thread_id):
+            raise InvalidInputError("checkpoint.thread_id: a run forks a checkpoint of its own thread")
+        options["multitask_strategy"] = body.multitask_strategy
+        await wait_for_turn(manager, thread.thread_key, body.multitask_strategy)
+    base = await graph.aget_state(thread_config(thread.thread_key, checkpoint_id))
+    if checkpoint_id is not None and not base.config:
+        raise NotFoundError(f"checkpoint {checkpoint_id!r} not found on thread {thread.thread_id!r}")
+    options["base_step"] = (base.metadata or {}).get("step", -2) if base.config else -2
+    record = await manager.start(
+        served, message or "", project_id=project_id, request_id=str(uuid4()), thread_id=thread.thread_id,
+        model=model, show_tool_outputs=show, settings=settings, graph_input=graph_in, options=options,
+        checkpoint_id=checkpoint_id,
+    )  # fmt: skip
+    await threads.touch(thread, {"graph_id": spec.id, "assistant_id": spec.id})
+    return record

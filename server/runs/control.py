@@ -1,0 +1,101 @@
+"""Pausing, resuming and cancelling runs, wherever they are driven.
+
+A run driven here is told directly (its driver looks at its next pause point, or its task is
+cancelled). A run another replica drives is asked through the store: that replica hears at once
+(Postgres NOTIFY) or at its next watch round. A run nobody drives any more is taken over first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from phasegraph.nodes.errors import ConflictError
+from phasegraph.nodes.events import Cancelled
+from phasegraph.server.runs.driving import Driver
+from phasegraph.server.runs.engine import SUPERSEDED, Engine
+from phasegraph.server.runs.takeover import TakeOver
+from phasegraph.server.storage.checkpoints import end_of_phase
+from phasegraph.server.storage.records import RequestRecord
+
+
+class Control:
+    """What clients (and other replicas, through the store) ask of a request's run."""
+
+    def __init__(self, engine: Engine, driver: Driver, takeover: TakeOver) -> None:
+        self.engine, self.driver, self.takeover = engine, driver, takeover
+
+    async def resume(self, record: RequestRecord, phase_index: int | None) -> RequestRecord:
+        """Continue a request from the end of ``phase_index`` (latest when ``None``); earlier = fork."""
+        engine = self.engine
+        if record.status == "cancelled" or record.cancel_requested:
+            raise ConflictError(f"request {record.request_id!r} was cancelled and cannot be resumed")
+        if record.status == "running":
+            if not engine.orphaned(record):
+                raise ConflictError(f"request {record.request_id!r} is still running")
+            # Its server died mid-run: record that (paused, crashed) and resume like any pause.
+            if not await self.takeover.take_over(record, "pause"):
+                raise ConflictError(f"request {record.request_id!r} changed state meanwhile; try again")
+            record = await engine.current(record)
+        served = engine.protocols.get(record.protocol)
+        snapshot, fork = await end_of_phase(served.graph, record.thread_key, phase_index)
+        if not await engine.store.claim(record.request_key, engine.owner, (record.status,)):
+            raise ConflictError(f"request {record.request_id!r} changed state meanwhile; try again")
+        await self.driver.restart(served, record, snapshot, phase_index=phase_index, fork=fork)
+        return record
+
+    async def pause(self, record: RequestRecord, reason: str = "requested") -> None:
+        """Ask a running request to stop at its next pause point."""
+        engine = self.engine
+        if record.status != "running":
+            raise ConflictError(f"request {record.request_id!r} is {record.status}, not running")
+        run = engine.local.get(record.request_key)
+        if run is not None:  # driven here: the driver looks at its next pause point
+            run.pause = run.pause or reason
+        elif engine.orphaned(record):  # nobody drives it: pause it here and now
+            if not await self.takeover.take_over(record, "pause"):
+                raise ConflictError(f"request {record.request_id!r} changed state meanwhile; try again")
+        else:  # another replica drives it: it hears at once (Postgres) or at its next watch round
+            await engine.store.request_control(record.request_key, pause_requested=True)
+
+    async def cancel(self, record: RequestRecord) -> None:
+        """Cancel a request for good: its stream ends with ``cancelled`` and it cannot be resumed."""
+        engine = self.engine
+        if record.status == "cancelled":
+            return
+        if record.status in ("completed", "failed"):
+            raise ConflictError(f"request {record.request_id!r} already {record.status}; nothing to cancel")
+        run = engine.local.get(record.request_key)
+        if run is not None and run.task is not None:
+            run.task.cancel()  # the driver records the cancellation
+            with contextlib.suppress(asyncio.CancelledError):
+                await run.task
+        elif record.status == "running" and not engine.orphaned(record):
+            await engine.store.request_control(
+                record.request_key, cancel_requested=True
+            )  # its driver stops it
+        else:  # paused, finished or orphaned: nobody else will say it
+            served = engine.protocols.get(record.protocol)
+            values = await served.values(record.thread_key)
+            await engine.emit(served, record, Cancelled, values, status="cancelled", guarded=False)
+
+    async def on_control(self, request_key: str) -> None:
+        """Another replica stored a pause or cancel request: apply it if the run is driven here."""
+        if (
+            request_key in self.engine.local
+            and (record := await self.engine.store.get(request_key)) is not None
+        ):
+            self.apply(record)
+
+    def apply(self, record: RequestRecord) -> None:
+        """Apply the control flags stored on a request to its run, when it is driven here."""
+        run = self.engine.local.get(record.request_key)
+        if run is None or run.task is None:
+            return
+        if record.status == "cancelled" or record.cancel_requested:
+            run.task.cancel()
+        elif record.owner != self.engine.owner:  # another replica took the run over (this one looked dead)
+            run.stop = SUPERSEDED
+            run.task.cancel()
+        elif record.pause_requested:
+            run.pause = run.pause or "requested"

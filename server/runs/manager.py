@@ -1,0 +1,137 @@
+"""Run manager: the one object routes drive runs through; every event is committed before it is shown.
+
+It wires the run engine's parts together and runs the background work: the event log's writer,
+the Postgres listener (``wakeups``) and the watcher, which heartbeats this process's runs, applies
+control flags other replicas stored and takes over runs whose driver died. The parts:
+
+- ``starting``: new requests and forks; ``driving``: a run's segments between pause points;
+- ``control``: pause, resume, cancel; ``takeover``: orphaned runs;
+- ``following``: a request's stored then live events, for its streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Literal
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from starlette.requests import Request
+
+from phasegraph.nodes.events import Event
+from phasegraph.nodes.settings import ServerSettings
+from phasegraph.server.runs.control import Control
+from phasegraph.server.runs.driving import Driver
+from phasegraph.server.runs.engine import Engine
+from phasegraph.server.runs.following import STOPS, Followers
+from phasegraph.server.runs.protocols import Served
+from phasegraph.server.runs.starting import TURN, Starter
+from phasegraph.server.runs.takeover import TakeOver
+from phasegraph.server.runs.wakeups import Wakeups
+from phasegraph.server.storage.records import RequestRecord
+from phasegraph.server.storage.store import RequestStore
+
+__all__ = ["STOPS", "TURN", "RunManager", "manager_of"]
+
+logger = logging.getLogger(__name__)
+
+#: How often the watcher heartbeats local runs, applies stored control flags and looks for orphans.
+WATCH_SECONDS = 1.0
+
+
+class RunManager:
+    """Owns this process's runs; coordinates with other replicas through the store."""
+
+    def __init__(
+        self, settings: ServerSettings, store: RequestStore, checkpointer: BaseCheckpointSaver[str]
+    ) -> None:
+        self.engine = engine = Engine(settings, store, checkpointer)
+        self.settings, self.store, self.checkpointer = settings, store, checkpointer
+        driver = Driver(engine)
+        self.takeover = TakeOver(engine, driver)
+        self.control = Control(engine, driver, self.takeover)
+        self.starter = Starter(engine, driver)
+        self.followers = Followers(engine)
+        #: Create a request of a resolved protocol and start its run (``Starter.start``'s signature).
+        self.start = self.starter.start
+        self._watcher: asyncio.Task[None] | None = None
+
+    async def open(self) -> None:
+        """Start the event log, the Postgres listener, recovery of dead replicas' runs and the watcher."""
+        engine = self.engine
+        engine.log.start()
+        if self.store.engine.dialect.name == "postgresql":
+            engine.wakeups = Wakeups(self.settings.checkpointer, engine.owner, engine.hub.poke,
+                                     self.control.on_control, engine.hub.poke_all)  # fmt: skip
+            engine.wakeups.start()
+        await self.takeover.recover_orphans()  # runs a dead predecessor left behind, before any client asks
+        self._watcher = asyncio.create_task(self.watch(), name="run-watcher")
+
+    async def close(self) -> None:
+        """Pause local runs at their last checkpoint (they stay resumable), commit the log, stop."""
+        if self._watcher is not None:
+            self._watcher.cancel()
+            await asyncio.gather(self._watcher, return_exceptions=True)
+        await self.shutdown()
+        await self.engine.log.close()
+        if self.engine.wakeups is not None:
+            await self.engine.wakeups.close()
+
+    async def watch(self) -> None:
+        """Heartbeat this process's runs, apply stored control flags, take over dead replicas' runs."""
+        while True:
+            try:
+                await self.takeover.recover_orphans()
+                for record in await self.store.heartbeat(list(self.engine.local), self.engine.owner):
+                    self.control.apply(record)
+            except Exception:  # a database hiccup must not end the watcher; the next round retries
+                logger.exception("run watcher round failed")
+            await asyncio.sleep(WATCH_SECONDS)
+
+    async def shutdown(self) -> None:
+        """Stop local runs at their last checkpoint; they stay resumable."""
+        runs = list(self.engine.local.values())
+        for run in runs:
+            run.stop = "shutdown"
+            if run.task is not None:
+                run.task.cancel()
+        await asyncio.gather(*(run.task for run in runs if run.task is not None), return_exceptions=True)
+
+    def protocol(self, protocol_id: str) -> Served:
+        """The protocol of that id as this server runs it (its graph on the shared checkpointer)."""
+        return self.engine.protocols.get(protocol_id)
+
+    async def fork(self, origin: RequestRecord, checkpoint_id: str) -> RequestRecord:
+        """Start a new request on ``origin``'s thread, continuing from ``checkpoint_id``."""
+        return await self.starter.fork(origin, checkpoint_id)
+
+    def check_message_size(self, message: str) -> None:
+        """Refuse a message longer than this server accepts (413)."""
+        self.starter.check_message_size(message)
+
+    async def resume(self, record: RequestRecord, phase_index: int | None) -> RequestRecord:
+        """Continue a request from the end of ``phase_index`` (latest when ``None``); earlier = fork."""
+        return await self.control.resume(record, phase_index)
+
+    async def pause(self, record: RequestRecord, reason: str = "requested") -> None:
+        """Ask a running request to stop at its next pause point."""
+        await self.control.pause(record, reason)
+
+    async def cancel(self, record: RequestRecord) -> None:
+        """Cancel a request for good: its stream ends with ``cancelled`` and it cannot be resumed."""
+        await self.control.cancel(record)
+
+    async def take_over(self, record: RequestRecord, action: Literal["pause", "resume"]) -> bool:
+        """Become the driver of an orphaned run and pause or resume it; False when another replica won."""
+        return await self.takeover.take_over(record, action)
+
+    def follow(self, record: RequestRecord, after_seq: int = 0) -> AsyncIterator[Event]:
+        """Every event after ``after_seq``: the stored ones, then live ones until the run stops."""
+        return self.followers.follow(record, after_seq)
+
+
+def manager_of(request: Request) -> RunManager:
+    """The app's run manager (every router's routes drive runs through it)."""
+    manager: RunManager = request.app.state.manager
+    return manager

@@ -1,0 +1,70 @@
+"""Crash recovery helpers: who drives a run, whether that process is gone, what a re-run replaces.
+
+A replica that dies mid-run (``kill -9``, OOM, power) leaves its requests ``running``. Another
+replica, or the same server restarted, takes them over; these functions tell when it may and
+which earlier events the re-run makes obsolete.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from uuid import uuid4
+
+from phasegraph.nodes.events import Event, Resumed
+from phasegraph.server.storage.records import RequestRecord
+
+
+def new_owner_id() -> str:
+    """An id for this process's runs: host and pid (so a restart can tell its predecessor died)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex[:12]}"
+
+
+def owner_gone(owner: str | None, me: str) -> bool:
+    """True when ``owner`` was a process on this host that no longer runs.
+
+    A restarted server often gets the pid its predecessor had (pid 1 in a container), so an
+    owner with our host and pid that is not us is a dead predecessor too. Owners on other hosts
+    cannot be checked here: their heartbeats decide.
+    """
+    if not owner or owner == me:
+        return False
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdecimal():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's process
+        return False
+    return False
+
+
+def is_orphaned(record: RequestRecord, me: str, stale_after: float) -> bool:
+    """A running request whose driver is gone, or silent for longer than ``stale_after`` seconds."""
+    if record.status != "running" or record.owner == me:
+        return False
+    silent = time.time() - (record.heartbeat_at or 0) > stale_after
+    return silent or owner_gone(record.owner, me)
+
+
+def replaced_from(events: list[Event], checkpoint_step: int | None) -> int | None:
+    """The first seq of the attempt a re-run from a checkpoint repeats, if it emitted anything.
+
+    ``events`` are the request's events; only those after its last ``resumed`` event belong to
+    the current attempt. Those emitted by graph steps after ``checkpoint_step`` will be emitted
+    again by the re-run.
+    """
+    if checkpoint_step is None:
+        return None
+    start = max((e.seq for e in events if isinstance(e, Resumed)), default=0)
+    repeated = [
+        e.seq for e in events if e.seq > start and e.graph_step is not None and e.graph_step > checkpoint_step
+    ]
+    return min(repeated, default=None)

@@ -1,0 +1,144 @@
+"""Starting runs: a new request on a new or existing thread, or a fork from one of a thread's checkpoints.
+
+Everything a client can get wrong is checked before anything is stored: the protocol's client
+settings, the message, the model, whether the request id is taken and whether the thread may take
+another turn. The run's protocol comes in resolved (``Served``) and is carried down to its driver.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+from uuid import uuid4
+
+from langchain_core.messages import HumanMessage
+
+from phasegraph.graphs.run import turn_input
+from phasegraph.nodes.errors import ConfigurationError, ConflictError, TooLargeError
+from phasegraph.nodes.events import Resumed
+from phasegraph.nodes.models import public_spec
+from phasegraph.server.runs.driving import Driver
+from phasegraph.server.runs.engine import Engine
+from phasegraph.server.runs.protocols import Served
+from phasegraph.server.storage.checkpoints import require_next, snapshot_at, thread_config
+from phasegraph.server.storage.records import RequestRecord, scoped_key
+
+#: ``start``'s default input: the message is the user's turn.
+TURN: Any = object()
+
+
+class Starter:
+    """Creates requests and launches their runs."""
+
+    def __init__(self, engine: Engine, driver: Driver) -> None:
+        self.engine, self.driver = engine, driver
+
+    async def start(
+        self, served: Served, message: str, *, project_id: str, request_id: str | None,
+        thread_id: str | None, model: str | None, show_tool_outputs: bool,
+        settings: dict[str, Any] | None = None, graph_input: Any = TURN,
+        options: dict[str, Any] | None = None, checkpoint_id: str | None = None,
+    ) -> RequestRecord:  # fmt: skip
+        """Create a request and start its run in the background.
+
+        ``settings`` are the Context fields the client chose (checked against what the protocol allows).
+        By default ``message`` is the user's turn; a LangGraph API run passes its own ``graph_input``
+        instead (state, a ``Command`` or ``None`` to continue), may start from ``checkpoint_id`` (a
+        fork) and keeps its ``options`` (``interrupt_before``/``interrupt_after``) on the record.
+        """
+        engine, spec = self.engine, served.spec
+        client = spec.client_settings(settings or {})
+        if graph_input is TURN:
+            spec.check_message(message)
+        chosen = self._allowed_model(model)
+        request_id = request_id or uuid4().hex
+        thread_id = thread_id or request_id
+        taken, first = await engine.store.before_start(
+            scoped_key(project_id, request_id), project_id, thread_id
+        )
+        if taken:
+            raise ConflictError(f"request {request_id!r} already exists; resume it or use a new requestId")
+        thread_key = await self._thread_key(first, thread_id, spec.id, project_id)
+        fields = {**client, "model": chosen, "project_id": project_id, "show_tool_outputs": show_tool_outputs}
+        record = self.new_record(request_id, project_id, spec.id, thread_id, thread_key, fields)
+        record.options = options or {}
+        served.context(record)  # a bad model spec fails here, before anything is stored
+        await engine.store.create(record)
+        if graph_input is TURN:
+            graph_input = {"messages": [HumanMessage(message)]}
+            if first is not None:  # a thread's later turn may answer the question its last turn asked
+                graph_input = await turn_input(served.graph, thread_config(record.thread_key), message)
+        # Subscribed before the run starts, so its stream needs no first read of the store.
+        engine.fresh[record.request_key] = engine.hub.subscribe(record.request_key)
+        self.driver.launch(served, record, graph_input, thread_config(record.thread_key, checkpoint_id))
+        return record
+
+    async def fork(self, origin: RequestRecord, checkpoint_id: str) -> RequestRecord:
+        """Start a new request on ``origin``'s thread, continuing from ``checkpoint_id``."""
+        served = self.engine.protocols.get(origin.protocol)
+        snapshot = await snapshot_at(served.graph, origin.thread_key, checkpoint_id)
+        require_next(snapshot)
+        # A fresh record: nothing of the origin's state (cancelled, pause flags) carries over.
+        record = self.new_record(
+            uuid4().hex,
+            origin.project_id,
+            origin.protocol,
+            origin.thread_id,
+            origin.thread_key,
+            origin.settings,
+        )
+        await self.engine.store.create(record)
+        resumed = await self.engine.emit(
+            served, record, Resumed, snapshot.values, seq=1, checkpoint_id=checkpoint_id, fork=True
+        )
+        config = thread_config(origin.thread_key, checkpoint_id)
+        self.driver.launch(served, record.model_copy(update={"last_seq": resumed.seq}), None, config)
+        return record
+
+    def check_message_size(self, message: str) -> None:
+        """Refuse a message longer than this server accepts (413), before anything else is looked up."""
+        limit = self.engine.settings.max_message_chars
+        if len(message) > limit:
+            raise TooLargeError(
+                f"the message has {len(message)} characters; this server accepts at most {limit}"
+            )
+
+    def new_record(
+        self, request_id: str, project_id: str, protocol: str, thread_id: str, thread_key: str,
+        settings: dict[str, Any],
+    ) -> RequestRecord:  # fmt: skip
+        """A running request owned by this process."""
+        return RequestRecord(
+            request_key=scoped_key(project_id, request_id), request_id=request_id, project_id=project_id,
+            protocol=protocol, thread_id=thread_id, thread_key=thread_key, status="running",
+            settings=settings, owner=self.engine.owner, heartbeat_at=time.time(),
+        )  # fmt: skip
+
+    def _allowed_model(self, model: str | None) -> str:
+        """The spec a request may run: the default, an allowed spec, or one named as clients see it."""
+        settings = self.engine.settings
+        if model is None:
+            return settings.model
+        allowed = settings.models()
+        if model in allowed:
+            return model
+        by_public_name = {public_spec(spec): spec for spec in allowed}
+        if model in by_public_name:
+            return by_public_name[model]
+        raise ConfigurationError(f"model {model!r} is not allowed here; allowed: {sorted(by_public_name)}")
+
+    async def _thread_key(
+        self, first: RequestRecord | None, thread_id: str, protocol: str, project_id: str
+    ) -> str:
+        """The LangGraph thread of a project's thread id: a new one, or an existing thread it may join.
+
+        A new turn may join a thread only of its own protocol, and not while it runs. Threads are
+        per project: another project's thread of the same id is a different thread.
+        """
+        if first is None:
+            return scoped_key(project_id, thread_id)
+        if first.protocol != protocol:
+            raise ConflictError(f"thread {thread_id!r} belongs to protocol {first.protocol!r}")
+        if await self.engine.store.thread_busy(first.thread_key):
+            raise ConflictError(f"thread {thread_id!r} has a request running; wait, pause or cancel it first")
+        return first.thread_key

@@ -1,0 +1,1 @@
+"""Storage: requests, events and traces; threads; LangGraph savers; migrations; retention; checkpoints."""

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # langgraph dev lives apart: its server's pins clash with the dev tools (see pyproject.toml).
 STUDIO_VENV := .venv-studio
 
-.PHONY: demo test lint studio bench clean
+.PHONY: demo test lint docs studio bench clean
 
 $(BIN)/phasegraph: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,10 +40,14 @@ lint: $(VENV)/.dev
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# docs/ as a site in site/ (mkdocs.yml); --strict: a broken link or anchor fails the build.
+docs: $(VENV)/.dev
+	$(BIN)/mkdocs build --strict
+
 studio: $(STUDIO_VENV)/bin/langgraph
 	$(STUDIO_VENV)/bin/langgraph dev
 
-# Every figure is a ratio against its anchor, measured in the same run (README "Performance").
+# Every figure is a ratio against its anchor, measured in the same run (docs/performance.md).
 # QUICK=1: a small version in under two minutes.
 bench: $(VENV)/.bench $(STUDIO_VENV)/bin/langgraph
 	$(BIN)/python -m bench $(if $(QUICK),--quick)

@@ -66,14 +66,17 @@ class Control:
         if record.status in ("completed", "failed"):
             raise ConflictError(f"request {record.request_id!r} already {record.status}; nothing to cancel")
         run = engine.local.get(record.request_key)
-        if run is not None and run.task is not None:
+        if run is not None and run.task is not None and run.ending:
+            # Its driver has written how the run ends and is only releasing what the run held: let it
+            # finish, then cancel what it left (a paused run) or refuse (a finished one).
+            await asyncio.shield(run.task)
+            await self.cancel(await engine.current(record))
+        elif run is not None and run.task is not None:
             run.task.cancel()  # the driver records the cancellation
             with contextlib.suppress(asyncio.CancelledError):
                 await run.task
-        elif record.status == "running" and not engine.orphaned(record):
-            await engine.store.request_control(
-                record.request_key, cancel_requested=True
-            )  # its driver stops it
+        elif record.status == "running" and not engine.orphaned(record):  # its driver (elsewhere) stops it
+            await engine.store.request_control(record.request_key, cancel_requested=True)
         else:  # paused, finished or orphaned: nobody else will say it
             served = engine.protocols.get(record.protocol)
             values = await served.values(record.thread_key)

@@ -111,7 +111,8 @@ class Driver:
                 done = record.model_copy(update={"last_seq": _queued(run, record)})
                 await engine.stop(served, done, "failed", ErrorEvent, kind="internal", message=DRIVER_FAILED)
         finally:
-            engine.local.pop(key, None)
+            if engine.local.get(key) is run:  # a resume may have launched the request's next run already
+                del engine.local[key]
             if (unfollowed := engine.fresh.pop(key, None)) is not None:
                 engine.hub.unsubscribe(key, unfollowed)
             engine.hub.poke(key)  # followers look at the store: the run may have stopped without a word

@@ -28,17 +28,42 @@ NOT_SOURCE = shutil.ignore_patterns(".git", ".venv*", "build", "dist", "site", "
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    source, out = tmp_path_factory.mktemp("source") / "phasegraph", tmp_path_factory.mktemp("wheel")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The work tree as a checkout has it."""
+    source = tmp_path_factory.mktemp("source") / "phasegraph"
     shutil.copytree(ROOT, source, symlinks=True, ignore=NOT_SOURCE)
+    return source
+
+
+def _wheel_of(target: Path, out: Path) -> Path:
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out), str(source)],
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out), str(target)],
         check=True,
         capture_output=True,
         timeout=300,
     )
     (built,) = out.glob("phasegraph-*.whl")
     return built
+
+
+@pytest.fixture(scope="module")
+def wheel(source: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel ``pip install .`` builds, straight from the tree."""
+    return _wheel_of(source, tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.fixture(scope="module")
+def wheel_from_sdist(source: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel ``python -m build`` makes (and an index serves): built from the sdist, not the tree."""
+    out = tmp_path_factory.mktemp("sdist")
+    subprocess.run(
+        [sys.executable, "-m", "build", "--sdist", "--outdir", str(out), str(source)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (sdist,) = out.glob("phasegraph-*.tar.gz")
+    return _wheel_of(sdist, tmp_path_factory.mktemp("wheel-from-sdist"))
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +104,10 @@ def test_the_wheel_has_one_top_level_name(wheel: Path):
     }
 
 
-def test_the_wheel_has_every_file_of_the_tree(wheel: Path):
+@pytest.mark.parametrize("built", ["wheel", "wheel_from_sdist"])
+def test_the_wheel_has_every_file_of_the_tree(built: str, request: pytest.FixtureRequest):
     """Modules and the data they read (demo scripts, templates, static pages, migrations)."""
+    wheel: Path = request.getfixturevalue(built)
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
     tree = {

@@ -258,11 +258,10 @@ async def _studio_run(sdk: LangGraphClient, context: dict[str, str], record: Rec
 
 
 def _studio_config(workdir: Path) -> Path:
-    """The project's langgraph.json with absolute graph paths and no file persistence."""
+    """The project's langgraph.json (module targets) with an absolute dependency and no file persistence."""
     config = json.loads((ROOT / "langgraph.json").read_text(encoding="utf-8"))
-    graphs = {name: str(ROOT / target.removeprefix("./")) for name, target in config["graphs"].items()}
     path = workdir / "langgraph.json"
-    config |= {"graphs": graphs, "dependencies": [str(ROOT)], "disable_persistence": True}
+    config |= {"dependencies": [str(ROOT)], "disable_persistence": True}
     path.write_text(json.dumps(config), encoding="utf-8")
     return path
 

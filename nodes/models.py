@@ -20,7 +20,7 @@ from phasegraph.nodes.settings import provider_settings, run_settings
 
 logger = logging.getLogger(__name__)
 
-DEMO_DIR = Path(__file__).parent / "demo"
+DEMO_DIR = Path(__file__).resolve().parent / "demo"
 DEMO_SCRIPT = DEMO_DIR / "script.json"
 DEMO_WORKSPACE = DEMO_DIR / "workspace"
 DEMO_MODEL = "scripted:demo"

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.settings import run_settings
 
-BUNDLED = Path(__file__).parent / "prices.json"
+BUNDLED = Path(__file__).resolve().parent / "prices.json"
 
 
 class Price(BaseModel):

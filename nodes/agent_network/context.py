@@ -13,7 +13,7 @@ from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.structured import StructuredMethod
 from phasegraph.nodes.telemetry import RunSpans
 
-DEMO_SCRIPT = Path(__file__).parent / "demo" / "script.json"
+DEMO_SCRIPT = Path(__file__).resolve().parent / "demo" / "script.json"
 
 
 @dataclass(kw_only=True)

@@ -16,7 +16,7 @@ from phasegraph.nodes.structured import StructuredMethod
 from phasegraph.tools import ToolContext, ToolRegistry
 from phasegraph.tools.resources import ResourceError, ResourceRepository, load_bundled, resource_registry
 
-DEMO_SCRIPT = Path(__file__).parent / "demo" / "script.json"
+DEMO_SCRIPT = Path(__file__).resolve().parent / "demo" / "script.json"
 
 
 @dataclass(kw_only=True)

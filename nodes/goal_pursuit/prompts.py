@@ -22,7 +22,7 @@ from phasegraph.nodes.errors import ConfigurationError
 
 PhaseName = Literal["context_discovery", "context_refinement", "action_decision", "refinement_analysis"]
 
-BUNDLED_TEMPLATES = Path(__file__).parent / "templates"
+BUNDLED_TEMPLATES = Path(__file__).resolve().parent / "templates"
 FALLBACK_LANG = "en"
 #: The template of each phase (the file names the seed gives them).
 TEMPLATE_FILES: dict[PhaseName, str] = {

@@ -26,7 +26,7 @@ from phasegraph.nodes.structured import StructuredMethod
 from phasegraph.tools import ToolContext, ToolRegistry
 from phasegraph.tools.planning import PlanningStore, open_planning, planning_registry
 
-DEMO_SCRIPT = Path(__file__).parent / "demo" / "script.json"
+DEMO_SCRIPT = Path(__file__).resolve().parent / "demo" / "script.json"
 PROFILES = ("speed", "balanced", "quality")
 
 

@@ -14,7 +14,7 @@ from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.settings import run_settings
 from phasegraph.tools.mcp import McpConfigError, McpServices, load_services
 
-DEMO_SCRIPT = Path(__file__).parent / "demo" / "script.json"
+DEMO_SCRIPT = Path(__file__).resolve().parent / "demo" / "script.json"
 
 
 @dataclass(kw_only=True)

@@ -12,9 +12,8 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
-from starlette.routing import Match, Route
+from starlette.routing import Match
 
 from phasegraph.nodes.errors import (
     ConfigurationError,
@@ -71,11 +70,22 @@ async def _invalid(request: Request, exc: RequestValidationError) -> Response:
     return Response(body, status_code=422, media_type="application/json")
 
 
+#: The methods a 405's ``Allow`` header may name.
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
 def _methods(request: Request) -> list[str]:
-    """Every method some route of the request's path answers."""
-    methods: set[str] = set()
-    for route in request.app.routes:
-        match, _ = route.matches({**request.scope, "method": "GET"})
-        if match != Match.NONE and isinstance(route, APIRoute | Route):
-            methods |= route.methods or set()
-    return sorted(methods)
+    """Every method some route of the request's path answers.
+
+    Each method is tried against the app's routes as they match a request: routers included with
+    ``include_router`` stay routers in ``app.routes`` (FastAPI matches their routes lazily), so a
+    route's ``methods`` cannot be read off the list.
+    """
+    return [
+        method
+        for method in METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] == Match.FULL
+            for route in request.app.routes
+        )
+    ]

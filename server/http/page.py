@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from fastapi.responses import FileResponse, HTMLResponse
 
 #: The page's files: one HTML page, its scripts and its style sheet.
-STATIC = Path(__file__).parent / "static"
+STATIC = Path(__file__).resolve().parent / "static"
 
 
 def page_routes() -> APIRouter:

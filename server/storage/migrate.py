@@ -15,7 +15,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 
-MIGRATIONS = Path(__file__).parent / "migrations"
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 BASELINE = "0001"
 #: Our own version table: the database may be an application's, with its own ``alembic_version``.
 VERSION_TABLE = "phasegraph_alembic_version"

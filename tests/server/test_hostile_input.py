@@ -133,6 +133,9 @@ def test_http_level_refusals_have_the_error_body(server):
         wrong_method = client.delete("/api/protocols")
         assert _json_error(wrong_method, 405)["error"] == "method_not_allowed"
         assert wrong_method.headers["allow"] == "GET"
+        # routers the app includes (AG-UI, the LangGraph API) name their methods too
+        assert client.get("/ag-ui/unified").headers["allow"] == "POST"
+        assert client.get("/threads").headers["allow"] == "POST"
 
 
 def test_bodies_are_read_strictly_as_the_schema_types_them(server):

@@ -133,3 +133,31 @@ def test_modules_and_classes_stay_short():
                     long_classes.append(f"{path.relative_to(ROOT)}: {node.name}")
     assert long_modules == []
     assert long_classes == []
+
+
+def test_a_module_resolves_its_own_location_once_at_import():
+    """In a checkout the layers load through phasegraph/'s links, so a path made from ``__file__`` has a
+    link in it. Resolved at run time, that is a blocking ``readlink`` inside the event loop, which
+    ``langgraph dev`` refuses; resolved once at import, it costs nothing later."""
+    unresolved = []
+    for layer in LAYERS:
+        for path in (ROOT / layer).rglob("*.py"):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            in_functions = {
+                id(node)
+                for function in ast.walk(tree)
+                if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
+                for node in ast.walk(function)
+            }
+            resolved = {
+                id(node.func.value)
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "resolve"
+            }
+            for node in ast.walk(tree):
+                here = isinstance(node, ast.Call) and [ast.unparse(a) for a in node.args] == ["__file__"]
+                if here and (id(node) in in_functions or id(node) not in resolved):
+                    unresolved.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert unresolved == []

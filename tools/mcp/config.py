@@ -34,7 +34,7 @@ RESERVED_NAMES = frozenset({"think", "parallel", "sequential", "result", "execut
 #: Documentation keys, ignored wherever they appear.
 COMMENT_KEY = "$comment"
 #: The documented example file (a stdio demo and a streamable_http entry).
-EXAMPLE_CONFIG = Path(__file__).parent / "mcp_servers.example.json"
+EXAMPLE_CONFIG = Path(__file__).resolve().parent / "mcp_servers.example.json"
 
 _HTTP_ALIASES = {
     "streamable_http": "streamable_http",

@@ -16,7 +16,7 @@ from phasegraph.tools.networks.store import NetworkStore, NetworkSummary, open_n
 from phasegraph.tools.networks.validation import network_problems
 
 #: Bundled network files: a working example (research.yaml) and a deliberately broken one.
-EXAMPLES = Path(__file__).parent / "examples"
+EXAMPLES = Path(__file__).resolve().parent / "examples"
 EXAMPLE_NETWORK = EXAMPLES / "research.yaml"
 
 __all__ = [

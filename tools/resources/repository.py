@@ -277,9 +277,13 @@ def _plain(value: Any, name: str) -> Any:
     raise ResourceError(f"{name!r} must be text, a number, a list or a mapping, not {type(value).__name__}")
 
 
+#: The story world shipped with the package (resolved once, at import: never a blocking call in a run).
+BUNDLED_WORLD = Path(__file__).resolve().parent / "story_world"
+
+
 def bundled_world() -> Path:
     """The folder of the story world shipped with the package."""
-    return Path(__file__).parent / "story_world"
+    return BUNDLED_WORLD
 
 
 def load_bundled() -> ResourceRepository:

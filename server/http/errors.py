@@ -13,7 +13,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
-from starlette.routing import Match
+from starlette.routing import Match, compile_path
 
 from phasegraph.nodes.errors import (
     ConfigurationError,
@@ -75,12 +75,18 @@ METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
 def _methods(request: Request) -> list[str]:
-    """Every method some route of the request's path answers.
+    """The methods the schema documents for the path the request addressed.
 
-    Each method is tried against the app's routes as they match a request: routers included with
-    ``include_router`` stay routers in ``app.routes`` (FastAPI matches their routes lazily), so a
-    route's ``methods`` cannot be read off the list.
+    Of the documented path templates that match, the most specific one (fewest parameters) is the
+    resource: ``/threads/search`` is that path (POST), not ``/threads/{thread_id}`` (GET, DELETE). A
+    path the schema leaves out (the page's own routes) gets the methods some route answers there.
     """
+    path = request.url.path
+    paths: dict[str, dict[str, Any]] = request.app.openapi()["paths"]
+    matching = [template for template in paths if compile_path(template)[0].match(path)]
+    if matching:
+        template = min(matching, key=lambda template: template.count("{"))
+        return sorted(method.upper() for method in paths[template] if method.upper() in METHODS)
     return [
         method
         for method in METHODS

@@ -136,6 +136,9 @@ def test_http_level_refusals_have_the_error_body(server):
         # routers the app includes (AG-UI, the LangGraph API) name their methods too
         assert client.get("/ag-ui/unified").headers["allow"] == "POST"
         assert client.get("/threads").headers["allow"] == "POST"
+        # the addressed resource's methods, not those of a template that also matches its path
+        assert client.put("/threads/search").headers["allow"] == "POST"
+        assert client.put("/threads/t-1").headers["allow"] == "DELETE, GET"
 
 
 def test_bodies_are_read_strictly_as_the_schema_types_them(server):

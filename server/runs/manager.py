@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from typing import Literal
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from starlette.requests import Request
@@ -121,10 +120,6 @@ class RunManager:
     async def cancel(self, record: RequestRecord) -> None:
         """Cancel a request for good: its stream ends with ``cancelled`` and it cannot be resumed."""
         await self.control.cancel(record)
-
-    async def take_over(self, record: RequestRecord, action: Literal["pause", "resume"]) -> bool:
-        """Become the driver of an orphaned run and pause or resume it; False when another replica won."""
-        return await self.takeover.take_over(record, action)
 
     def follow(self, record: RequestRecord, after_seq: int = 0) -> AsyncIterator[Event]:
         """Every event after ``after_seq``: the stored ones, then live ones until the run stops."""

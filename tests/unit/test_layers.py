@@ -13,10 +13,7 @@ ROOT = Path(__file__).parents[2]
 LAYERS = ["tools", "nodes", "graphs", "server"]  # each may import only the ones before it
 #: Every Python file of the repository a user's code could import from or run.
 SOURCES = [
-    path
-    for folder in (*LAYERS, "phasegraph", "tests", "bench")
-    for path in (ROOT / folder).rglob("*.py")
-    if folder == "phasegraph" or "phasegraph" not in path.relative_to(ROOT).parts[:1]
+    path for folder in (*LAYERS, "phasegraph", "tests", "bench") for path in (ROOT / folder).rglob("*.py")
 ]
 
 

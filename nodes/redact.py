@@ -21,23 +21,63 @@ MASK = "[REDACTED]"
 #: Shorter values are not treated as secrets: a local server's key may be "x", and replacing every
 #: "x" would garble text without protecting anything.
 MIN_SECRET_CHARS = 8
+#: Every run of ``MIN_SECRET_CHARS`` characters holds a whole piece of this length at a multiple of it.
+ANCHOR = MIN_SECRET_CHARS // 2
 
 M = TypeVar("M", bound=BaseModel)
 
 
 class Redactor:
-    """Replaces each configured secret with ``MASK`` in text, nested data and pydantic models."""
+    """Masks every run of ``MIN_SECRET_CHARS`` or more characters of a configured secret.
+
+    A provider that quotes the first dozen characters of a key leaks part of it as surely as one
+    that quotes it whole, so the unit masked is a fragment, not the secret. Every
+    ``MIN_SECRET_CHARS``-long window of a secret contains one of its "anchors" (the ``ANCHOR``-long
+    pieces at multiples of ``ANCHOR``), so a text none of them occurs in is clean after one fast
+    substring search each; only around an anchor's occurrences are windows compared.
+    """
 
     def __init__(self, secrets: Iterable[str]) -> None:
         # Longest first, so a secret that contains another is masked whole.
         self.secrets = sorted({s for s in secrets if len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+        self._windows = {
+            s[i : i + MIN_SECRET_CHARS] for s in self.secrets for i in range(len(s) - MIN_SECRET_CHARS + 1)
+        }
+        self._anchors = {
+            s[i : i + ANCHOR] for s in self.secrets for i in range(0, len(s) - ANCHOR + 1, ANCHOR)
+        }
+
+    def spans(self, value: str) -> list[tuple[int, int]]:
+        """The maximal ``(start, end)`` runs of ``value`` made of fragments of a secret, in order."""
+        starts: set[int] = set()
+        for anchor in self._anchors:
+            at = value.find(anchor)
+            while at != -1:
+                # A fragment holding this occurrence starts at most ANCHOR characters before it.
+                for start in range(max(at - ANCHOR, 0), at + 1):
+                    if value[start : start + MIN_SECRET_CHARS] in self._windows:
+                        starts.add(start)
+                at = value.find(anchor, at + 1)
+        runs: list[tuple[int, int]] = []
+        for start in sorted(starts):
+            end = start + MIN_SECRET_CHARS
+            if runs and start <= runs[-1][1]:
+                runs[-1] = (runs[-1][0], max(runs[-1][1], end))
+            else:
+                runs.append((start, end))
+        return runs
+
+    def found(self, value: str) -> bool:
+        """Whether ``value`` holds a fragment of a secret."""
+        return bool(self.spans(value))
 
     def text(self, value: str) -> str:
-        """``value`` with every secret masked."""
-        for secret in self.secrets:
-            if secret in value:
-                value = value.replace(secret, MASK)
-        return value
+        """``value`` with every fragment of a secret masked (adjacent fragments as one ``MASK``)."""
+        masked, last = [], 0
+        for start, end in self.spans(value):
+            masked += [value[last:start], MASK]
+            last = end
+        return "".join([*masked, value[last:]]) if masked else value
 
     def data(self, value: Any) -> Any:
         """A copy of JSON-like data (dicts, lists, strings) with every string redacted."""
@@ -51,7 +91,7 @@ class Redactor:
 
     def model(self, value: M) -> M:
         """``value`` itself when it holds no secret, else a redacted copy of the same type."""
-        if not self.secrets or not any(s in value.model_dump_json() for s in self.secrets):
+        if not self.secrets or not self.found(value.model_dump_json()):
             return value
         return type(value).model_validate(self.data(value.model_dump(mode="json")))
 

@@ -23,6 +23,7 @@ from phasegraph.server.storage.migrate import upgrade_schema
 from phasegraph.server.storage.records import (
     CONTROL_CHANNEL,
     EVENTS_CHANNEL,
+    RequestExists,
     RequestRecord,
     Status,
     events_table,
@@ -64,8 +65,7 @@ def notify_payloads(owner: str | None, heads: dict[str, int]) -> list[str]:
 def _redacted(item: Event | TraceEntry) -> str:
     """The JSON the store keeps: no configured secret in it."""
     data = item.to_json() if hasattr(item, "to_json") else item.model_dump_json()
-    secrets = redactor().secrets
-    if secrets and any(s in data for s in secrets):
+    if redactor().found(data):
         masked = redactor().model(item)
         return masked.to_json() if hasattr(masked, "to_json") else masked.model_dump_json()
     return data
@@ -126,9 +126,16 @@ class RequestStore:
         await self.engine.dispose()
 
     async def create(self, record: RequestRecord) -> None:
-        """Insert a new request."""
-        async with self._guard, self.engine.begin() as conn:
-            await conn.execute(requests_table.insert().values(**record.model_dump()))
+        """Insert a new request; :class:`RequestExists` when its key is taken.
+
+        The insert is the check: of concurrent starts with one request id, the database's key lets
+        exactly one in, and every other gets the conflict (a read before the insert cannot decide it).
+        """
+        try:
+            async with self._guard, self.engine.begin() as conn:
+                await conn.execute(requests_table.insert().values(**record.model_dump()))
+        except sa.exc.IntegrityError:  # the primary key (project/request) is the table's only constraint
+            raise RequestExists(record.request_id) from None
 
     async def get(self, request_key: str) -> RequestRecord | None:
         """The request, or ``None``."""

@@ -12,8 +12,10 @@ import pickle
 import pytest
 from langchain_openai import ChatOpenAI
 
+from phasegraph.graphs.registry import PROTOCOLS
 from phasegraph.nodes.errors import ConfigurationError, ProviderError
 from phasegraph.nodes.models import make_model
+from phasegraph.nodes.redact import MASK, MIN_SECRET_CHARS, Redactor
 from tests.conftest import PROVIDER_KEY
 from tests.fake_openai import Reply, error, fake_openai
 
@@ -100,3 +102,26 @@ def test_provider_errors_survive_pickling_with_their_fields():
     )
     copy = pickle.loads(pickle.dumps(exc))
     assert (str(copy), copy.provider, copy.status, copy.attempts) == (str(exc), "openai", 429, 3)
+
+
+@pytest.mark.parametrize("protocol", sorted(PROTOCOLS))
+async def test_a_quoted_part_of_the_key_never_reaches_any_protocols_events(protocol, collect, provider_env):
+    # A provider quoting the key's first 12 characters, as OpenAI's 401 body does, leaks as much as
+    # the whole key would to whoever reads the events: every run of MIN_SECRET_CHARS is masked.
+    with fake_openai(error(401, f"Incorrect API key provided: {KEY[:12]}****cdef.")) as fake:
+        provider_env(fake.url)
+        result = await collect(protocol, model="openai:test-model")
+    assert result.error is not None and result.error.kind == "provider"
+    assert f"Incorrect API key provided: {MASK}****cdef." in result.error.message
+    leaked = {KEY[i : i + MIN_SECRET_CHARS] for i in range(len(KEY) - MIN_SECRET_CHARS + 1)}
+    assert not [w for event in result.events for w in leaked if w in event.to_json()]
+
+
+def test_every_run_of_eight_characters_of_a_secret_is_masked_and_shorter_ones_are_not():
+    scrub = Redactor([KEY])
+    assert scrub.text(f"key {KEY[:12]}... {KEY[-8:]}.") == f"key {MASK}... {MASK}."
+    assert scrub.text(f"middle {KEY[5:20]} end") == f"middle {MASK} end"
+    assert scrub.text(f"short {KEY[:7]} {KEY[9:16]}") == f"short {KEY[:7]} {KEY[9:16]}"
+    # Two fragments written next to each other are one masked run; nothing is left between them.
+    assert scrub.text(f"{KEY[:9]}{KEY[3:14]}!") == f"{MASK}!"
+    assert scrub.found(KEY[10:18]) and not scrub.found(KEY[10:17])

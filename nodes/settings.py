@@ -107,7 +107,10 @@ class ServerSettings(BaseSettings):
         default="", description="Comma-separated model specs a request may ask for besides PHASEGRAPH_MODEL."
     )
     workspace: str = Field(
-        default=".", description="Root of the built-in workspace tools; requests cannot change it."
+        default="",
+        description="Root of the built-in workspace tools; requests cannot change it. Empty: the bundled "
+        "demo workspace for runs on the bundled demo model ('scripted:demo'), else the folder the server "
+        "started in.",
     )
     checkpointer: str = Field(
         default="sqlite:.phasegraph/state.db", description="memory | sqlite:PATH | postgresql://..."

@@ -42,6 +42,7 @@ class Server:
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
     log: Path | None = None
+    cwd: Path | None = None
 
     @property
     def url(self) -> str:
@@ -52,7 +53,11 @@ class Server:
         env = {**os.environ, **self.env}
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [PHASEGRAPH, "serve", "--port", str(self.port)], env=env, stdout=log, stderr=subprocess.STDOUT
+                [PHASEGRAPH, "serve", "--port", str(self.port)],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.cwd,
             )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

@@ -76,6 +76,31 @@ def test_bad_input_gets_a_clear_error_and_exit_two(tmp_path: Path):
     assert _events(bad_model.stdout)[0].kind == "configuration"
 
 
+def test_goal_pursuit_folders_missing_exit_two_and_an_empty_resource_folder_runs(tmp_path: Path):
+    def pursue(*settings: str):
+        pairs = [part for setting in settings for part in ("-s", setting)]
+        return runner.invoke(app, ["run", "goal_pursuit", "Find the Grey Fox's compass", "--json", *pairs])
+
+    no_resources = pursue(f"resources={tmp_path / 'missing'}")
+    assert no_resources.exit_code == 2 and "is not a folder" in no_resources.stderr
+    no_templates = pursue(f"template_dir={tmp_path / 'missing'}")
+    assert no_templates.exit_code == 2
+    assert _events(no_templates.stdout)[0].kind == "configuration"
+    assert "template folder 'missing' does not exist or is not a folder" in no_templates.stderr
+    (tmp_path / "empty").mkdir()
+    lacking = pursue(f"template_dir={tmp_path / 'empty'}")  # the language asked for is the fallback
+    assert lacking.exit_code == 2
+    message = _events(lacking.stdout)[0].message
+    assert "in 'en' (looked in en/)" in message and "'en' and 'en'" not in message
+    # an empty repository is a world where nothing is found: the demo pursuit runs to its final answer
+    empty = pursue(f"resources={tmp_path / 'empty'}")
+    assert empty.exit_code == 0, empty.output
+    events = _events(empty.stdout)
+    assert isinstance(events[-1], Final) and "error" not in {e.type for e in events}
+    assert all(not e.uris for e in events if e.type == "context_update" and e.action == "searched")
+    assert [e.status for e in events if e.type == "tool_result"] == ["error", "error"]
+
+
 def test_human_output_shows_phases(workspace: Path):
     result = runner.invoke(app, ["run", "triggered_phase", "Summarise"])
     assert result.exit_code == 0

@@ -54,12 +54,14 @@ def phase_templates(folder: str, lang: str) -> PhaseTemplates:
     """The templates of ``folder`` (bundled when empty) in ``lang``, falling back to ``en``.
 
     Raises:
-        ConfigurationError: The language name is not a plain name, or a template exists in
-            neither language.
+        ConfigurationError: The folder does not exist, the language name is not a plain name, or
+            a template exists in neither language.
     """
     if not lang.replace("-", "").replace("_", "").isalnum():
         raise ConfigurationError(f"template_lang {lang!r} is not a language name such as 'en' or 'de'")
     root = Path(folder) if folder else BUNDLED_TEMPLATES
+    if not root.is_dir():
+        raise ConfigurationError(f"template folder {root.name!r} does not exist or is not a folder")
     chain = [lang, FALLBACK_LANG] if lang != FALLBACK_LANG else [FALLBACK_LANG]
     languages, missing = {}, []
     for name in TEMPLATE_FILES.values():
@@ -70,8 +72,9 @@ def phase_templates(folder: str, lang: str) -> PhaseTemplates:
             languages[name] = found
     if missing:
         where = "the bundled templates" if not folder else f"template folder {root.name!r}"
+        tried = " and ".join(repr(code) for code in chain)  # 'en' once when it was the language asked for
         raise ConfigurationError(
-            f"{where} lack(s) {', '.join(missing)} in both {lang!r} and {FALLBACK_LANG!r} "
+            f"{where} lack(s) {', '.join(missing)} in {'both ' * (len(chain) > 1)}{tried} "
             f"(looked in {' and '.join(code + '/' for code in chain)})"
         )
     env = SandboxedEnvironment(

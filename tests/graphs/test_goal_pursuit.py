@@ -461,6 +461,30 @@ async def test_a_broken_resource_folder_is_one_clear_error(tmp_path: Path):
     assert "bad.yaml" in result.error.message and str(tmp_path) not in result.error.message
 
 
+async def test_an_empty_resource_folder_is_a_world_where_nothing_is_found(tmp_path: Path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "README.md").write_text("# Nothing here yet\n", encoding="utf-8")  # not a resource
+    model = scripted(
+        discover(search_queries=["Grey Fox", "compass"]),
+        discover(),
+        execute("add_chapter_note", chapter_uri=CHAPTER, note="The compass went back."),
+        approve(),
+        discover(),
+        finalize("Nothing found: the repository holds no resources.", "failure"),
+        approve(),
+    )
+    context = GoalPursuitContext(chat_model=model, resources=str(tmp_path))
+    result = await run("goal_pursuit", GOAL, context=context, traces=MemoryTraceStore())
+    assert model.exhausted and result.error is None, result.error
+    searched = [(e.query, e.uris) for e in of_type(result, "context_update") if e.action == "searched"]
+    assert searched == [("Grey Fox", []), ("compass", [])]  # the searches ran and found nothing
+    [done] = of_type(result, "tool_result")  # the tool ran and refused: there is no such chapter
+    assert (done.name, done.status) == ("add_chapter_note", "error") and CHAPTER in (done.error or "")
+    assert kinds(result)[-1] == "final" and result.final.resolution["status"] == "failure"
+    assert result.final.answer.startswith("Nothing found")
+    assert len(context.repository()) == 0
+
+
 async def test_a_resumed_run_keeps_what_its_tools_changed_in_the_in_memory_world(tmp_path: Path):
     spec = write_script(
         tmp_path,

@@ -233,15 +233,18 @@ def test_a_bad_file_is_named_relative_to_the_folder(tmp_path: Path, case: str):
     assert isinstance(raised.value, ToolError)
 
 
-def test_a_missing_or_empty_folder_is_an_error(tmp_path: Path):
-    with pytest.raises(ResourceError, match="does not exist"):
+def test_a_missing_folder_is_an_error_and_an_empty_one_an_empty_repository(tmp_path: Path):
+    with pytest.raises(ResourceError, match="does not exist") as raised:
         ResourceRepository.load(tmp_path / "nowhere")
+    assert str(tmp_path) not in str(raised.value)
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "README.md").write_text("# Not a resource\n", "utf-8")
     (tmp_path / "notes.txt").write_text("ignored", "utf-8")
-    with pytest.raises(ResourceError, match="holds no") as raised:
-        ResourceRepository.load(tmp_path)
-    assert str(tmp_path) not in str(raised.value)
+    empty = ResourceRepository.load(tmp_path, writable=True)
+    assert len(empty) == 0 and empty.uris() == [] and empty.types() == []
+    assert empty.search("anything at all") == []
+    with pytest.raises(ResourceNotFound):
+        empty.add_note("res://chapter/one", "a note")
 
 
 def test_readme_and_hidden_files_are_skipped_and_defaults_come_from_the_path(tmp_path: Path):

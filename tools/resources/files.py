@@ -58,15 +58,15 @@ class Record:
 def read_folder(folder: Path) -> list[Record]:
     """Read every resource file under ``folder``, in a stable (sorted) order.
 
+    A folder with no resource file gives no records: an empty repository is a valid world to search
+    (and find nothing in).
+
     Raises:
-        ResourceError: The folder is missing or holds no resource, or a file is invalid.
+        ResourceError: The folder is missing, or a file is invalid.
     """
     if not folder.is_dir():
         raise ResourceError(f"resource folder {folder.name!r} does not exist or is not a folder")
-    records = [record for path in _resource_files(folder) for record in read_file(folder, path)]
-    if not records:
-        raise ResourceError(f"resource folder {folder.name!r} holds no .json, .yaml, .yml or .md resource")
-    return records
+    return [record for path in _resource_files(folder) for record in read_file(folder, path)]
 
 
 def _resource_files(folder: Path) -> Iterator[Path]:

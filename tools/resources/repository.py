@@ -113,7 +113,7 @@ class ResourceRepository:
             writable: Write each change back to the resource's file; otherwise changes stay in memory.
 
         Raises:
-            ResourceError: The folder is missing or empty, or a file is invalid (the message names it).
+            ResourceError: The folder is missing, or a file is invalid (the message names it).
         """
         root = Path(folder).absolute()  # changes are written back even if the process changes directory
         return cls(root, read_folder(root), writable=writable)

@@ -21,7 +21,7 @@ from phasegraph.server.runs.driving import Driver
 from phasegraph.server.runs.engine import Engine
 from phasegraph.server.runs.protocols import Served
 from phasegraph.server.storage.checkpoints import require_next, snapshot_at, thread_config
-from phasegraph.server.storage.records import RequestRecord, scoped_key
+from phasegraph.server.storage.records import RequestExists, RequestRecord, scoped_key
 
 #: ``start``'s default input: the message is the user's turn.
 TURN: Any = object()
@@ -56,8 +56,8 @@ class Starter:
         taken, first = await engine.store.before_start(
             scoped_key(project_id, request_id), project_id, thread_id
         )
-        if taken:
-            raise ConflictError(f"request {request_id!r} already exists; resume it or use a new requestId")
+        if taken:  # refused before any work; the insert below decides a race (``store.create``)
+            raise RequestExists(request_id)
         thread_key = await self._thread_key(first, thread_id, spec.id, project_id)
         fields = {**client, "model": chosen, "project_id": project_id, "show_tool_outputs": show_tool_outputs}
         record = self.new_record(request_id, project_id, spec.id, thread_id, thread_key, fields)

@@ -105,6 +105,13 @@ class RequestRecord(BaseModel):
         return self
 
 
+class RequestExists(ConflictError):
+    """A request of that id already exists in the project (ids are unique per project)."""
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__(f"request {request_id!r} already exists; resume it or use a new requestId")
+
+
 def only_one(records: list[RequestRecord], what: str, how_to_choose: str) -> RequestRecord:
     """The one record of an id among the caller's projects: 404 with none, 409 with several.
 

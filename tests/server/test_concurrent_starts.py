@@ -1,0 +1,77 @@
+"""Many clients starting one ``requestId`` at once: one run starts, every other start is a 409, not a 500."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from uuid import uuid4
+
+import httpx
+import pytest
+
+from tests.server.conftest import Server, needs_postgres, slow_script
+
+#: Starts sent at once with the same requestId.
+CONCURRENT = 12
+
+Answer = tuple[int, str, bytes]  # status, content type, body (empty for a started stream)
+
+
+def _start_all_at_once(started: list[Server], project: str, request_id: str) -> list[Answer]:
+    """POST the same start ``CONCURRENT`` times (spread over the replicas), released together."""
+    answers: list[Answer] = []
+    lock = threading.Lock()
+    go = threading.Barrier(CONCURRENT)
+    body = {"message": "Summarise docs/roadmap.md", "requestId": request_id, "projectId": project}
+
+    def start(server: Server) -> None:
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            go.wait(30)  # a hang guard only: every thread is released at the same moment
+            with client.stream("POST", "/api/chat/messages", json=body) as response:
+                # A started run streams until it ends; its status line is all this test needs.
+                content = b"" if response.status_code == 200 else response.read()
+                with lock:
+                    answers.append((response.status_code, response.headers.get("content-type", ""), content))
+
+    threads = [threading.Thread(target=start, args=(started[i % len(started)],)) for i in range(CONCURRENT)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(90)
+    assert len(answers) == CONCURRENT
+    return answers
+
+
+def _assert_one_start_and_documented_conflicts(server: Server, answers: list[Answer]) -> None:
+    statuses = sorted(status for status, _, _ in answers)
+    assert statuses == [200] + [409] * (CONCURRENT - 1), answers
+    documented = httpx.get(f"{server.url}/openapi.json").json()["paths"]["/api/chat/messages"]["post"]
+    schema = documented["responses"]["409"]["content"]["application/json"]["schema"]
+    assert schema == {"$ref": "#/components/schemas/ErrorBody"}
+    for status, content_type, content in answers:
+        if status == 409:
+            assert content_type.startswith("application/json")
+            error = httpx.Response(409, content=content).json()
+            assert set(error) == {"error", "message"}
+            assert error["error"] == "conflict" and "'req-race' already exists" in error["message"], error
+
+
+def test_concurrent_starts_of_one_request_id_start_one_run_on_sqlite(servers, tmp_path: Path):
+    server = servers(PHASEGRAPH_MODEL=slow_script(tmp_path))
+    _assert_one_start_and_documented_conflicts(server, _start_all_at_once([server], "default", "req-race"))
+
+
+@needs_postgres
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_concurrent_starts_of_one_request_id_start_one_run_on_postgres(
+    servers, tmp_path: Path, replicas: int
+):
+    env = {
+        "PHASEGRAPH_MODEL": slow_script(tmp_path),
+        "PHASEGRAPH_CHECKPOINTER": os.environ["PHASEGRAPH_TEST_POSTGRES_URL"],
+    }
+    started = [servers(**env) for _ in range(replicas)]
+    # Every Postgres test shares the database: a project of its own keeps this test's ids apart.
+    answers = _start_all_at_once(started, f"race-{uuid4().hex[:12]}", "req-race")
+    _assert_one_start_and_documented_conflicts(started[0], answers)

@@ -119,6 +119,10 @@ def _table(
     table.add_row(
         "blobs", str(report.removed.blobs) if report.keeps_blobs else "none (values inside checkpoints)"
     )
+    table.add_row("requests of expired threads", str(report.forgotten.requests))
+    table.add_row("their events", str(report.forgotten.events))
+    table.add_row("their trace entries", str(report.forgotten.traces))
+    table.add_row("thread rows", str(report.forgotten.threads))
     for name, value in _space(spec, report.dry_run, before, after):
         table.add_row(name, value)
     return table

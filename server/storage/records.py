@@ -28,7 +28,7 @@ requests_table = sa.Table(
     sa.Column("project_id", sa.String(200), nullable=False, index=True),
     sa.Column("protocol", sa.String(100), nullable=False),
     sa.Column("thread_id", sa.String(200), nullable=False, index=True),
-    sa.Column("thread_key", KEY, nullable=False),
+    sa.Column("thread_key", KEY, nullable=False, index=True),
     sa.Column("status", sa.String(20), nullable=False),
     sa.Column("settings", sa.JSON, nullable=False),
     sa.Column("last_seq", sa.Integer, nullable=False, default=0),

@@ -3,7 +3,8 @@
 LangGraph's savers keep every checkpoint of every thread forever. ``keep_latest=N`` keeps each
 thread's newest N checkpoints per namespace and removes older ones, their pending writes and the
 blobs no kept checkpoint names (a subgraph call's namespace goes whole once the root checkpoint its
-call started from is removed); ``ttl`` removes threads whose newest checkpoint is older.
+call started from is removed); ``ttl`` removes threads whose newest checkpoint is older, and with
+them what the request store keeps of them: their requests, events, traces and thread rows.
 
 What a request needs to go on is never removed: a thread with a running request is left alone
 (its driver is writing it), and a thread with a paused request or a pending LangGraph interrupt
@@ -36,6 +37,7 @@ from phasegraph.server.storage.pruning.base import (
     is_dated,
     thread_id_of,
 )
+from phasegraph.server.storage.pruning.requests import Forgotten, forget, idle_threads
 from phasegraph.server.storage.records import requests_table
 from phasegraph.server.storage.store import RequestStore
 
@@ -112,15 +114,24 @@ class PruneReport:
     busy: int = 0  # left alone: a request of theirs was running
     spared: int = 0  # past the ttl but kept: a paused request or a pending interrupt
     removed: Removed = field(default_factory=Removed)
+    forgotten: Forgotten = field(default_factory=Forgotten)  # the request store's rows of expired threads
+    expired_threads: set[str] = field(default_factory=set, repr=False)
+
+    @property
+    def changed(self) -> bool:
+        """Whether the pass removed (or would remove) anything."""
+        return any(vars(self.removed).values()) or any(vars(self.forgotten).values())
 
     def summary(self) -> str:
         """One line for the log."""
         blobs = f", {self.removed.blobs} blobs" if self.keeps_blobs else ""
+        gone = self.forgotten
         return (
             f"{self.removed.checkpoints} checkpoints, {self.removed.writes} writes{blobs} from "
             f"{self.trimmed} trimmed and {self.expired} expired threads of {self.threads} "
             f"({self.busy} running left alone, {self.spared} past the ttl kept for a paused request "
-            "or an interrupt)"
+            f"or an interrupt); {gone.requests} requests with {gone.events} events and {gone.traces} "
+            f"trace entries, {gone.threads} thread rows"
         )
 
 
@@ -170,7 +181,19 @@ async def prune(
         idle = [t for t in thread_ids if t not in running]
         for view in await pruner.views(idle, policy.keep_latest or 0) if idle else []:
             await _prune_thread(pruner, view, policy, cutoff, view.thread_id in paused, report)
+    if policy.ttl_seconds and store is not None:
+        await _forget_expired(pruner, store, now - policy.ttl_seconds, report)
     return report
+
+
+async def _forget_expired(pruner: Pruner, store: RequestStore, before: float, report: PruneReport) -> None:
+    """Remove the request store's rows of idle threads whose checkpoints are gone (or would be)."""
+    after: str | None = None
+    while thread_keys := await idle_threads(store, before, after, BATCH):
+        after = thread_keys[-1]
+        kept = {view.thread_id for view in await pruner.views(thread_keys, 0)} - report.expired_threads
+        gone = [key for key in thread_keys if key not in kept]
+        report.forgotten += await forget(store, gone, before, report.dry_run)
 
 
 async def _prune_thread(
@@ -182,6 +205,7 @@ async def _prune_thread(
             report.spared += 1
         elif (removed := await pruner.expire(view.thread_id, cutoff, report.dry_run)) is not None:
             report.expired += 1
+            report.expired_threads.add(view.thread_id)
             report.removed += removed
             return
     if not policy.keep_latest:
@@ -253,7 +277,7 @@ class Retention:
             try:
                 pruner = pruner_for(self.saver, requests=True)
                 report = await prune(pruner, policy, store=self.store)
-                if report.removed.checkpoints or report.removed.writes or report.removed.blobs:
+                if report.changed:
                     logger.info("checkpoint retention (%s) removed %s", policy, report.summary())
             except Exception:  # a database hiccup must not end retention; the next round retries
                 logger.exception("checkpoint retention round failed; retrying in %.0f s", self.interval)

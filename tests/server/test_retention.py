@@ -8,6 +8,7 @@ import os
 import re
 import sqlite3
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -184,9 +185,55 @@ def _latest_values(client: httpx.Client, thread: str) -> dict[str, Any]:
 
 
 def _wait_until(condition: Any, seconds: float = 30) -> None:
-    import time
-
     deadline = time.monotonic() + seconds
     while not condition():
         assert time.monotonic() < deadline, "retention never caught up"
         time.sleep(0.1)
+
+
+def _rows(database: Path) -> dict[str, int]:
+    """Rows of the request store's tables, read straight from the file."""
+    tables = ("phasegraph_requests", "phasegraph_events", "phasegraph_traces", "phasegraph_threads")
+    with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as db:
+        return {t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
+
+
+def test_under_a_ttl_many_short_requests_leave_nothing_behind(servers, tmp_path: Path):
+    # Each request on a thread of its own, as clients that never name a thread send them: before,
+    # their checkpoints went under the ttl but requests, event logs and traces stayed forever.
+    database = tmp_path / "state.db"
+    env = {"PHASEGRAPH_RETENTION": "ttl=1s", "PHASEGRAPH_RETENTION_INTERVAL_SECONDS": "0.3"}
+    server = servers(**env)
+    with httpx.Client(base_url=server.url) as client:
+        for i in range(10):
+            events = stream(
+                client, "POST", ROUTE, json={"message": "Summarise the roadmap", "requestId": f"r{i}"}
+            )
+            assert isinstance(events[-1], Final)
+        assert client.post("/threads", json={"thread_id": "made-not-run"}).status_code == 200
+        _wait_until(lambda: _rows(database) == dict.fromkeys(_rows(database), 0) and not _counts(database))
+        assert client.get("/api/requests/r0").status_code == 404
+    server.stop()
+
+
+def test_prune_dry_run_reports_the_request_rows_an_expiry_takes(servers, tmp_path: Path):
+    database = tmp_path / "state.db"
+    server = servers()
+    with httpx.Client(base_url=server.url) as client:
+        for i in range(3):
+            stream(client, "POST", ROUTE, json={"message": "Summarise the roadmap", "requestId": f"r{i}"})
+    server.stop()
+    rows = _rows(database)
+    _wait_until(
+        lambda: "threads expired by the ttl │ 3" in " ".join(_dry_run(database, "--ttl", "1s").split())
+    )
+    dry = _dry_run(database, "--ttl", "1s")
+    assert _figure(dry, "requests of expired threads") == 3 and _rows(database) == rows
+    assert _figure(dry, "their events") == rows["phasegraph_events"] > 0
+    assert _figure(dry, "their trace entries") == rows["phasegraph_traces"] > 0
+    done = _prune(database, "--ttl", "1s")
+    assert (
+        _figure(done, "requests of expired threads") == 3
+        and _figure(done, "their events") == rows["phasegraph_events"]
+    )
+    assert _rows(database) == dict.fromkeys(rows, 0)

@@ -28,11 +28,14 @@ import phasegraph.server.storage.pruning.postgres
 import phasegraph.server.storage.pruning.sqlite
 import phasegraph.server.storage.retention
 from phasegraph.nodes.errors import ConfigurationError
+from phasegraph.nodes.events import ErrorEvent
 from phasegraph.nodes.settings import ServerSettings
+from phasegraph.nodes.trace import TraceEntry
 from phasegraph.server.app import create_app
 from phasegraph.server.cli.main import app
 from phasegraph.server.storage.persistence import open_checkpointer
 from phasegraph.server.storage.pruning.base import Pruner, id_at, made_at
+from phasegraph.server.storage.pruning.requests import Forgotten
 from phasegraph.server.storage.records import RequestRecord
 from phasegraph.server.storage.retention import (
     Retention,
@@ -42,7 +45,8 @@ from phasegraph.server.storage.retention import (
     prune,
     pruner_for,
 )
-from phasegraph.server.storage.store import RequestStore
+from phasegraph.server.storage.store import Append, RequestStore
+from phasegraph.server.storage.threads import ThreadStore
 
 # -- the policy ----------------------------------------------------------------------------------
 
@@ -294,14 +298,26 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(phasegraph.server.storage.pruning.postgres, "BLOB_CHUNK", 3)
 
 
-async def record(store: RequestStore, thread_key: str, status: Any) -> None:
+async def record(store: RequestStore, thread_key: str, status: Any) -> RequestRecord:
     project, _, thread = thread_key.partition("/")
-    await store.create(
-        RequestRecord(
-            request_id=f"r-{uuid4().hex[:8]}", project_id=project, protocol="triggered_phase",
-            thread_id=thread, status=status,
-        )
+    request = RequestRecord(
+        request_id=f"r-{uuid4().hex[:8]}", project_id=project, protocol="triggered_phase",
+        thread_id=thread, status=status,
     )  # fmt: skip
+    await store.create(request)
+    return request
+
+
+async def logged(store: RequestStore, thread_key: str, status: Any) -> RequestRecord:
+    """A request of the thread with an event and a trace entry in the store, as a run leaves them."""
+    request = await record(store, thread_key, status)
+    event = ErrorEvent(
+        request_id=request.request_id, project_id=request.project_id, protocol="triggered_phase", seq=1,
+        kind="x", message="gone",
+    )  # fmt: skip
+    entry = TraceEntry(type="tool_result", request_id=request.request_id, details={"output": "x"})
+    await store.write_batch([Append(request.request_key, [event], [entry])])
+    return request
 
 
 # -- pruning --------------------------------------------------------------------------------------
@@ -386,6 +402,43 @@ async def test_ttl_removes_idle_threads_and_spares_what_a_request_needs(backend:
     # the interrupted thread still takes its answer
     await graph.ainvoke(Command(resume="yes"), config("p/waiting"))
     assert (await graph.aget_state(config("p/waiting"))).values["answer"] == "yes"
+
+
+async def test_ttl_forgets_the_requests_events_traces_and_rows_of_expired_threads(backend: Backend):
+    graph = build_graph(backend.saver)
+    store, threads = backend.store, ThreadStore(backend.store)
+    for thread in ("p/old", "p/paused"):
+        await turns(graph, thread, 1)
+    old = [await logged(store, "p/old", "completed"), await logged(store, "p/old", "failed")]
+    paused = await logged(store, "p/paused", "paused")
+    await threads.create("p", "old", {})
+    await threads.create("p", "never-run", {})  # a thread row with no checkpoint and no request
+    await asyncio.sleep(0.01)
+    cutoff = time.time()
+    await asyncio.sleep(0.01)
+    await turns(graph, "p/recent", 1)
+    recent = await logged(store, "p/recent", "completed")
+    await threads.create("p", "new", {})
+
+    policy = RetentionPolicy(ttl_seconds=1)
+    planned = await prune(backend.pruner, policy, store=store, dry_run=True, moment=cutoff + 1)
+    assert planned.forgotten == Forgotten(threads=2, requests=2, events=2, traces=2)
+    assert all([await store.get(r.request_key) for r in old])  # a dry run removes nothing
+    done = await prune(backend.pruner, policy, store=store, moment=cutoff + 1)
+
+    assert done.forgotten == planned.forgotten and done.expired == 1
+    for request in old:
+        assert await store.get(request.request_key) is None
+        assert await store.events_after(request.request_key, 0) == []
+        assert await store.trace(request.request_key) == []
+    assert await threads.get("p", "old") is None and await threads.get("p", "never-run") is None
+    for request in (paused, recent):  # a paused request's thread is never expired; a recent one is young
+        assert await store.get(request.request_key) is not None
+        assert len(await store.events_after(request.request_key, 0)) == 1
+        assert len(await store.trace(request.request_key)) == 1
+    assert await threads.get("p", "new") is not None
+    again = await prune(backend.pruner, policy, store=store, moment=cutoff + 1)
+    assert again.forgotten == Forgotten() and not again.changed
 
 
 async def test_a_running_thread_is_left_alone_and_a_paused_one_keeps_its_newest(backend: Backend):

@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 
 from phasegraph.nodes.events import Final, parse_event
 from phasegraph.server.cli.main import app
+from tests.fake_openai import error, fake_openai, tool_reply
 from tests.helpers import turn, write_script
 
 runner = CliRunner()
@@ -99,6 +100,28 @@ def test_goal_pursuit_folders_missing_exit_two_and_an_empty_resource_folder_runs
     assert isinstance(events[-1], Final) and "error" not in {e.type for e in events}
     assert all(not e.uris for e in events if e.type == "context_update" and e.action == "searched")
     assert [e.status for e in events if e.type == "tool_result"] == ["error", "error"]
+
+
+def test_a_failed_model_call_is_counted_by_phasegraph_usage(tmp_path: Path, provider_env):
+    database = f"sqlite:{tmp_path / 'planner.db'}"
+    replies = [tool_reply("list_templates", {}), error(500, "the upstream model crashed")]
+    with fake_openai(*replies) as fake:
+        provider_env(fake.url, PHASEGRAPH_MODEL_MAX_RETRIES="0")
+        ran = runner.invoke(
+            app, ["run", "planner", "Which templates are there?", "--json", "--model", "openai:gpt-4o-mini",
+                  "-s", f"database={database}"],
+        )  # fmt: skip
+    assert ran.exit_code == 1 and _events(ran.stdout)[-1].kind == "provider"
+    assert len(fake.requests) == 2
+    shown = runner.invoke(app, ["usage", "--database", database, "--by", "status"])
+    assert shown.exit_code == 0, shown.output
+    lines = [line.split() for line in shown.stdout.splitlines()]
+    assert ["status", "calls", "failed", "input", "tokens", "output", "tokens", "cost", "(USD)"] in [
+        [cell for cell in line if cell != "┃"] for line in lines
+    ]
+    cells = {line[1]: [cell for cell in line[2:] if cell != "│"] for line in lines if len(line) > 2}
+    assert cells["error"][:2] == ["1", "1"] and cells["ok"][:2] == ["1", "0"]  # calls, failed
+    assert cells["total"][:2] == ["2", "1"]
 
 
 def test_human_output_shows_phases(workspace: Path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -45,17 +46,19 @@ async def ask_accounted(
 ) -> Asked[M]:
     """Ask for a ``schema`` answer (one corrective retry) and store a usage row per model call.
 
-    An unusable answer or a provider failure is returned as ``problem``, for the planner to read.
+    An unusable answer or a provider failure is returned as ``problem``, for the planner to read; the
+    call that failed is a usage row too (``status`` error), after those that answered.
     """
     calls: list[ModelCall] = []
     names: list[str] = []
+    started = time.perf_counter()
 
     def model_for(index: int) -> BaseChatModel:
         model, name = context.profile_model(profile, model_calls + index)
         names.append(name)
         return model
 
-    value, problem, retries = None, None, 0
+    value, problem, retries, failed = None, None, 0, None
     try:
         answer = await ask_structured(
             model_for, prompt, schema, method=context.structured_output, check=check, on_call=calls.append
@@ -63,7 +66,10 @@ async def ask_accounted(
         value, retries = answer.value, len(answer.rejected)
     except (InvalidModelOutput, ProviderError) as exc:
         problem, retries = str(exc), max(0, len(calls) - 1)
-    for call in calls:
+        if isinstance(exc, ProviderError):  # the call after those that answered failed: no tokens
+            spent = (time.perf_counter() - started) * 1000 - sum(c.latency_ms for c in calls)
+            failed = ModelCall(len(calls), input_tokens=None, output_tokens=None, latency_ms=round(spent, 3))
+    for call in [*calls, *([failed] if failed else [])]:
         usage = await record_call(
             context,
             usage,
@@ -75,5 +81,7 @@ async def ask_accounted(
             output_tokens=call.output_tokens,
             latency_ms=call.latency_ms,
             execution_mode=execution_mode,
+            status="error" if call is failed else "ok",
+            error_kind=ProviderError.kind if call is failed else None,
         )
     return Asked(value, problem, model_calls + len(names), usage, retries)

@@ -1,15 +1,19 @@
-"""Usage and error rows: every model call and every caught error of a planner session, persisted."""
+"""Usage and error rows: every model call (failed ones too) and every caught error of a session, persisted."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from langgraph.config import get_config
 
+from phasegraph.nodes.errors import describe
 from phasegraph.nodes.planner.context import PlannerContext
-from phasegraph.nodes.planner.state import TurnUsage
+from phasegraph.nodes.planner.state import PlannerState, TurnUsage
 from phasegraph.nodes.prices import cost_usd
 from phasegraph.tools.planning import ErrorRow, UsageRow
+from phasegraph.tools.planning.records import CallStatus
 
 #: The component name error rows carry.
 COMPONENT = "planner"
@@ -38,10 +42,13 @@ async def record_call(
     output_tokens: int | None,
     latency_ms: float,
     execution_mode: str | None = None,
+    status: CallStatus = "ok",
+    error_kind: str | None = None,
 ) -> TurnUsage:
     """Store one model call's row and return the turn's usage with it added.
 
     Tokens come from the provider's usage metadata (0 when it reported none); cost from the price table.
+    A call that failed or was cut off counts as a call too (``status`` and ``error_kind`` say how it ended).
     """
     tokens_in, tokens_out = input_tokens or 0, output_tokens or 0
     cost = cost_usd(model, tokens_in, tokens_out)
@@ -61,6 +68,8 @@ async def record_call(
         latency_ms=latency_ms,
         cost_usd=cost,
         created_at=time.time(),
+        status=status,
+        error_kind=error_kind,
     )
     await (await context.planning()).ledger.record_usage(row)
     return TurnUsage(
@@ -99,6 +108,37 @@ async def record_error(
     )
     await (await context.planning()).ledger.record_error(row)
     return index + 1
+
+
+@asynccontextmanager
+async def failure_recorded(
+    context: PlannerContext, state: PlannerState, *, operation: str, profile: str, model: str
+) -> AsyncIterator[None]:
+    """Around the turn's next model call: if it fails, store its usage row and an error row, then raise.
+
+    The failed call's row has ``status`` error and the failure's kind; the error row is tagged
+    ``planner_loop``. Cancellation (the turn's watchdog) is not a failure and passes untouched.
+    """
+    started = time.perf_counter()
+    try:
+        yield
+    except Exception as exc:
+        kind, message = describe(exc)  # a provider's error is built redacted; others get a generic text
+        await record_call(
+            context,
+            state["usage"],
+            call_index=state["model_calls"],
+            operation=operation,
+            profile=profile,
+            model=model,
+            input_tokens=None,
+            output_tokens=None,
+            latency_ms=round((time.perf_counter() - started) * 1000, 3),
+            status="error",
+            error_kind=kind,
+        )
+        await record_error(context, state["errors_logged"], stage="planner_loop", kind=kind, message=message)
+        raise
 
 
 def public_usage(usage: TurnUsage) -> dict[str, object]:

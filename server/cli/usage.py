@@ -1,4 +1,7 @@
-"""``phasegraph usage``: the planner's usage rows as a table, summed per operation, context or model."""
+"""``phasegraph usage``: the planner's usage rows as a table, summed per operation, context, model or status.
+
+Every model call is a row, failed ones too: ``failed`` counts the calls that did not answer.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from phasegraph.tools.planning import LedgerFilter, PlanningError, UsageReport, 
 
 def usage_command(
     by: Annotated[
-        Literal["operation", "context", "model", "profile", "execution_mode", "session", "request"],
+        Literal["operation", "context", "model", "profile", "execution_mode", "session", "request", "status"],
         typer.Option(help="Sum the rows per this column."),
     ] = "operation",
     project: Annotated[str | None, typer.Option(help="Only this project's rows.")] = None,
@@ -25,7 +28,7 @@ def usage_command(
         str | None, typer.Option(help="memory | sqlite:PATH | postgresql://... (PHASEGRAPH_CHECKPOINTER).")
     ] = None,
 ) -> None:
-    """Print model usage (calls, tokens, cost) per group, and the totals."""
+    """Print model usage (calls, failed calls, tokens, cost) per group, and the totals."""
     spec = database or ServerSettings().checkpointer
     filters = LedgerFilter(scopes=frozenset({project}) if project else None, session_id=session)
     try:
@@ -51,12 +54,13 @@ async def _report(database: str, filters: LedgerFilter, by: str) -> UsageReport:
 
 def _table(report: UsageReport, by: str) -> Table:
     table = Table(title=f"Model usage by {by}")
-    for column in (by, "calls", "input tokens", "output tokens", "cost (USD)"):
+    for column in (by, "calls", "failed", "input tokens", "output tokens", "cost (USD)"):
         table.add_column(column, justify="left" if column == by else "right")
     for group in report.groups:
         table.add_row(
             str(group["key"]),
             str(group["calls"]),
+            str(group["failed"]),
             str(group["input_tokens"]),
             str(group["output_tokens"]),
             f"{group['cost_usd']:.6f}",
@@ -66,6 +70,7 @@ def _table(report: UsageReport, by: str) -> Table:
     table.add_row(
         "total",
         str(totals["calls"]),
+        str(totals["failed"]),
         str(totals["input_tokens"]),
         str(totals["output_tokens"]),
         f"{totals['cost_usd']:.6f}",

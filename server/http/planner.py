@@ -23,7 +23,9 @@ from phasegraph.server.storage.records import RequestRecord
 from phasegraph.tools.planning import LedgerFilter, PlanningStore
 
 PROTOCOL = "planner"
-UsageGroup = Literal["operation", "context", "model", "profile", "execution_mode", "session", "request"]
+UsageGroup = Literal[
+    "operation", "context", "model", "profile", "execution_mode", "session", "request", "status"
+]
 ErrorGroup = Literal["component", "stage", "tool", "context", "kind"]
 
 

@@ -193,7 +193,8 @@ async def test_the_watchdog_ends_a_slow_turn_with_a_final(database):
     assert of_type(result, "budget_exhausted")[0].budget == "session_seconds"
     assert kinds(result)[-1] == "final" and result.final.fallback
     assert [r.kind for r in await error_rows(database)] == ["session_timeout"]
-    assert len(await usage_rows(database, result.events[0].request_id)) == 1  # the cut call is still a row
+    [cut] = await usage_rows(database, result.events[0].request_id)  # the cut call is still a row
+    assert (cut.status, cut.error_kind) == ("timeout", "session_timeout")
 
 
 async def test_a_blank_message_gets_a_question_without_a_model_call(database):

@@ -32,7 +32,7 @@ from phasegraph.tools.planning import (
     open_planning,
     planning_registry,
 )
-from tests.fake_openai import Reply, fake_openai, forced_tool, last_message, tool_reply
+from tests.fake_openai import Reply, error, fake_openai, forced_tool, last_message, tool_reply
 from tests.helpers import kinds, of_type
 
 MODEL = "gpt-4o-mini"
@@ -553,3 +553,73 @@ async def test_a_tool_call_cut_off_at_the_token_limit_is_not_run(provider_env, d
         assert await store.domain.list_projects("default", "") == []  # nothing ran on half an argument
     answer = tool_message(fake.requests[1])
     assert "cut off" in answer["content"] or "token limit" in answer["content"]
+
+
+# --- failed model calls: each is a usage row, each failure an error row (seed 002 section 2) -------------
+
+
+def call_rows(rows: list[UsageRow]) -> list[tuple[Any, ...]]:
+    return [
+        (r.call_index, r.operation_type, r.status, r.error_kind, r.input_tokens, r.output_tokens)
+        for r in rows
+    ]
+
+
+async def test_a_provider_error_on_the_first_call_is_a_usage_row_and_an_error_row(provider_env, database):
+    with fake_openai(error(500, "the upstream model crashed")) as fake:
+        provider_env(fake.url)
+        result = await session(database, "Which templates are there?", user_id="ada", session_id="s-1")
+    assert kinds(result) == ["session", "agent_state", "error"]
+    assert result.error is not None and result.error.kind == "provider" and "HTTP 500" in result.error.message
+    assert len(fake.requests) == 1
+    rows = await usage_rows(database)
+    assert call_rows(rows) == [(0, "planner_stream", "error", "provider", 0, 0)]
+    assert (rows[0].model, rows[0].cost_usd, rows[0].user_id, rows[0].session_id) == (SPEC, 0.0, "ada", "s-1")
+    [logged] = await error_rows(database)
+    assert (logged.component, logged.stage, logged.kind, logged.user_id, logged.session_id) == (
+        "planner", "planner_loop", "provider", "ada", "s-1"
+    )  # fmt: skip
+    assert logged.message == result.error.message
+
+
+async def test_a_provider_error_on_the_second_call_of_a_turn_is_its_own_usage_row(provider_env, database):
+    replies = [
+        tool_reply("list_templates", {}, prompt_tokens=120, completion_tokens=30),
+        error(500, "the upstream model crashed"),
+    ]
+    with fake_openai(*replies) as fake:
+        provider_env(fake.url)
+        result = await session(database, "Which templates are there?")
+    assert kinds(result)[-1] == "error" and result.error is not None and result.error.kind == "provider"
+    assert len(fake.requests) == 2
+    assert call_rows(await usage_rows(database)) == [
+        (0, "planner_stream", "ok", None, 120, 30),
+        (1, "planner_stream", "error", "provider", 0, 0),
+    ]
+    assert [(r.stage, r.kind) for r in await error_rows(database)] == [("planner_loop", "provider")]
+    async with opened(database) as store:
+        report = await store.ledger.usage(LedgerFilter(request_id=REQUEST), by="status")
+    assert (report.totals["calls"], report.totals["failed"]) == (2, 1)
+    assert [(g["key"], g["calls"], g["failed"]) for g in report.groups] == [("error", 1, 1), ("ok", 1, 0)]
+
+
+async def test_a_provider_error_while_drafting_a_plan_is_a_usage_row_the_planner_goes_on(
+    provider_env, database
+):
+    replies = [
+        tool_reply("agent_create_plan", PLAN_CALL),
+        error(500, "the upstream model crashed"),
+        Reply(text="I could not draft that plan."),
+    ]
+    with fake_openai(*replies) as fake:
+        provider_env(fake.url)
+        result = await session(database, "Set up Orbit", context_type="project_create")
+    assert_one_final_last(result)
+    assert len(fake.requests) == 3
+    assert call_rows(await usage_rows(database)) == [
+        (0, "planner_stream", "ok", None, 5, 2),
+        (1, "plan_create", "error", "provider", 0, 0),
+        (2, "planner_stream", "ok", None, 5, 2),
+    ]
+    [logged] = await error_rows(database)
+    assert (logged.stage, logged.kind) == ("plan_create", "plan_invalid") and "HTTP 500" in logged.message

@@ -361,6 +361,13 @@ async def test_plan_status_changes_and_listing(store, scope):
 # Ledgers
 
 
+#: A model call the provider failed: it counts as a call, with no tokens and no cost.
+FAILED_CALL = {
+    "status": "error", "error_kind": "provider", "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0,
+    "latency_ms": 0.0,
+}  # fmt: skip
+
+
 def _usage(scope: str, request: str, index: int, **fields: Any) -> UsageRow:
     values = {
         "scope": scope, "request_id": request, "call_index": index, "session_id": "sess-1", "user_id": "u1",
@@ -401,32 +408,40 @@ async def test_usage_totals_cover_every_matching_row_and_groups_sum_in_sql(store
         _usage(scope, "r1", 1, operation_type="plan_draft", model="big", cost_usd=1.0),
         _usage(scope, "r2", 0, session_id="sess-2", execution_mode="review_first"),
         _usage(scope, "r2", 1, session_id="sess-2", operation_type="plan_review", model="big"),
+        _usage(scope, "r2", 2, session_id="sess-2", **FAILED_CALL),  # a failed call is a row, with no tokens
         _usage(f"{scope}-other", "r9", 0, cost_usd=50.0),
     ]
     for row in rows:
         await ledger.record_usage(row)
     only = LedgerFilter(scopes=frozenset({scope}))
     page = await ledger.usage(only, limit=2)
-    assert [(r.request_id, r.call_index) for r in page.rows] == [("r1", 1), ("r2", 1)]  # newest first
+    assert [(r.request_id, r.call_index) for r in page.rows] == [("r2", 2), ("r1", 1)]  # newest first
+    assert page.rows[0].status == "error" and page.rows[0].error_kind == "provider"
     assert page.totals == {
-        "calls": 4, "input_tokens": 400, "output_tokens": 40, "cost_usd": 1.75, "latency_ms": 20.0
+        "calls": 5, "failed": 1, "input_tokens": 400, "output_tokens": 40, "cost_usd": 1.75,
+        "latency_ms": 20.0,
     }  # fmt: skip
     by_model = await ledger.usage(only, by="model")
+    sums = {"input_tokens": 200, "output_tokens": 20}
     assert by_model.groups == [
-        {"key": "big", "calls": 2, "input_tokens": 200, "output_tokens": 20, "cost_usd": 1.25},
-        {"key": "scripted", "calls": 2, "input_tokens": 200, "output_tokens": 20, "cost_usd": 0.5},
+        {"key": "big", "calls": 2, "failed": 0, **sums, "cost_usd": 1.25},
+        {"key": "scripted", "calls": 3, "failed": 1, **sums, "cost_usd": 0.5},
     ]
     by_operation = await ledger.usage(only, by="operation")
     assert [(g["key"], g["calls"]) for g in by_operation.groups] == [
-        ("plan_draft", 1), ("plan_review", 1), ("planner", 2)
+        ("plan_draft", 1), ("plan_review", 1), ("planner", 3)
     ]  # fmt: skip
     modes = await ledger.usage(only, by="execution_mode")
-    assert sorted((g["key"] or "", g["calls"]) for g in modes.groups) == [("", 3), ("review_first", 1)]
+    assert sorted((g["key"] or "", g["calls"]) for g in modes.groups) == [("", 4), ("review_first", 1)]
     for by, keys in (("session", ["sess-1", "sess-2"]), ("request", ["r1", "r2"]), ("context", ["general"])):
         assert [g["key"] for g in (await ledger.usage(only, by=by)).groups] == keys
+    by_status = await ledger.usage(only, by="status")
+    assert [(g["key"], g["calls"], g["failed"]) for g in by_status.groups] == [("error", 1, 1), ("ok", 4, 0)]
+    failed = await ledger.usage(only.model_copy(update={"status": "error"}))
+    assert [(r.request_id, r.call_index) for r in failed.rows] == [("r2", 2)]
     assert (await ledger.usage(only, limit=0)).rows == []
     everything = await ledger.usage(LedgerFilter(), by="profile")
-    assert everything.totals["calls"] >= 5 and everything.totals["cost_usd"] >= 51.75
+    assert everything.totals["calls"] >= 6 and everything.totals["cost_usd"] >= 51.75
     with pytest.raises(PlanningError, match="cannot group by 'colour'; use operation, context, model"):
         await ledger.usage(only, by="colour")
 
@@ -589,6 +604,33 @@ async def test_migration_0004_creates_what_the_metadata_describes(tmp_path: Path
 async def test_migration_0004_on_postgres_matches_the_metadata(fresh_postgres: str):
     await _migrate(fresh_postgres)
     assert _planning_differences(fresh_postgres.replace("postgresql://", "postgresql+psycopg://", 1)) == []
+
+
+@pytest.mark.parametrize("first", ["server", "cli"])
+async def test_a_usage_table_from_before_call_statuses_gains_them(tmp_path: Path, scope, first: str):
+    """Migration 0007 (a server) or ensure_schema (a CLI run) adds status and error_kind; old rows are ok."""
+    database = tmp_path / "old.db"
+    engine = sa.create_engine(f"sqlite:///{database}")
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "0005")  # the planning tables as they were made before
+        old = _usage(scope, "r-old", 0).model_dump(exclude={"status", "error_kind"})
+        conn.execute(sa.table("phasegraph_usage", *map(sa.column, old)).insert().values(**old))
+    engine.dispose()
+    planning = open_planning(f"sqlite:{database}")
+    if first == "server":
+        await _migrate(f"sqlite:{database}")
+    else:
+        await planning.ensure_schema()
+    assert _planning_differences(f"sqlite:///{database}") == []
+    await planning.ledger.record_usage(_usage(scope, "r-new", 0, **FAILED_CALL))
+    rows = (await planning.ledger.usage(LedgerFilter(scopes=frozenset({scope})))).rows
+    await _migrate(f"sqlite:{database}")  # each finds the columns the other added, and keeps them
+    await planning.ensure_schema()
+    await planning.close()
+    assert sorted((r.request_id, r.status, r.error_kind) for r in rows) == [
+        ("r-new", "error", "provider"),
+        ("r-old", "ok", None),
+    ]
 
 
 # Tools

@@ -22,6 +22,7 @@ USAGE_GROUPS = {
     "execution_mode": "execution_mode",
     "session": "session_id",
     "request": "request_id",
+    "status": "status",
 }
 ERROR_GROUPS = {
     "component": "component",
@@ -40,6 +41,7 @@ EQUAL_FILTERS = {
     "operation_type": ("usage",),
     "model": ("usage",),
     "profile": ("usage",),
+    "status": ("usage",),
     "component": ("errors",),
     "stage": ("errors",),
     "tool_name": ("errors",),
@@ -60,6 +62,7 @@ class LedgerFilter(BaseModel):
     operation_type: str | None = None
     model: str | None = None
     profile: str | None = None
+    status: str | None = None
     component: str | None = None
     stage: str | None = None
     tool_name: str | None = None
@@ -68,7 +71,10 @@ class LedgerFilter(BaseModel):
 
 
 class UsageReport(BaseModel):
-    """Rows (newest first, limited), totals over every matching row, and sums per group."""
+    """Rows (newest first, limited), totals over every matching row, and sums per group.
+
+    ``calls`` counts every model call, failed ones included; ``failed`` those that did not end ``ok``.
+    """
 
     rows: list[UsageRow]
     totals: dict[str, Any]
@@ -102,6 +108,7 @@ class UsageLedger:
         where, group = _where(usage, filters, limit), _column(USAGE_GROUPS, by)
         sums = [
             sa.func.count().label("calls"),
+            sa.func.coalesce(sa.func.sum(sa.case((usage.c.status != "ok", 1), else_=0)), 0).label("failed"),
             sa.func.coalesce(sa.func.sum(usage.c.input_tokens), 0).label("input_tokens"),
             sa.func.coalesce(sa.func.sum(usage.c.output_tokens), 0).label("output_tokens"),
             sa.func.coalesce(sa.func.sum(usage.c.cost_usd), 0.0).label("cost_usd"),

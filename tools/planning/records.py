@@ -11,6 +11,8 @@ Priority = Literal["low", "normal", "high"]
 PlanStatus = Literal[
     "draft", "pending_review", "approved", "running", "completed", "failed", "rejected", "superseded"
 ]
+#: How a model call ended: it answered, it failed (``error_kind`` says how), or the turn's watchdog cut it.
+CallStatus = Literal["ok", "error", "timeout"]
 
 
 class Template(BaseModel):
@@ -78,7 +80,7 @@ class PlanRecord(BaseModel):
 
 
 class UsageRow(BaseModel):
-    """One model call: who, what for, which model, tokens, latency and cost."""
+    """One model call, failed ones too: who, what for, which model, how it ended, tokens, latency and cost."""
 
     scope: str
     request_id: str
@@ -95,6 +97,8 @@ class UsageRow(BaseModel):
     latency_ms: float
     cost_usd: float
     created_at: float
+    status: CallStatus = "ok"
+    error_kind: str | None = None  # the failure's kind (``provider``, ``script``, ...) when not ok
 
 
 class ErrorRow(BaseModel):

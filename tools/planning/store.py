@@ -31,10 +31,11 @@ class PlanningStore:
         self.ledger = UsageLedger(engine)
 
     async def ensure_schema(self) -> None:
-        """Create the tables a database lacks (the server's migrations made them where it ran).
+        """Create the tables a database lacks, and the columns added since a table was made.
 
-        Cheap when they exist (one look at the table names). Two processes may create them at
-        once: the one that loses a race looks again, and finds them.
+        The server's migrations made them where it ran; a database only CLI runs used gets them here.
+        Cheap when they exist (one look at the table names and columns). Two processes may create
+        them at once: the one that loses a race looks again, and finds them.
         """
         for attempt in range(SCHEMA_ATTEMPTS):
             try:
@@ -51,18 +52,28 @@ class PlanningStore:
 
 
 def _create_missing(connection: sa.Connection) -> None:
-    if set(planning_metadata.tables) - set(sa.inspect(connection).get_table_names()):
+    inspector = sa.inspect(connection)
+    existing = set(inspector.get_table_names())
+    if set(planning_metadata.tables) - existing:
         planning_metadata.create_all(connection, checkfirst=True)
+    for name in existing & set(planning_metadata.tables):
+        table = planning_metadata.tables[name]
+        have = {column["name"] for column in inspector.get_columns(name)}
+        for column in table.columns:
+            if column.name not in have:  # a later column: nullable, or with a default for the old rows
+                added = sa.schema.CreateColumn(column).compile(dialect=connection.dialect)
+                connection.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {added}"))
 
 
 def _created_meanwhile(exc: DBAPIError) -> bool:
-    """Whether creating a table failed because another process had just created it.
+    """Whether creating a table or column failed because another process had just created it.
 
-    SQLite and Postgres say "already exists"; Postgres may instead trip over the row type the
-    other transaction is adding to its catalogue (``pg_type_typname_nsp_index``).
+    SQLite and Postgres say "already exists" (SQLite says "duplicate column" of a column); Postgres
+    may instead trip over the row type the other transaction is adding to its catalogue
+    (``pg_type_typname_nsp_index``).
     """
     text = str(exc.orig)
-    return "already exists" in text or "pg_type_typname_nsp_index" in text
+    return any(s in text for s in ("already exists", "duplicate column", "pg_type_typname_nsp_index"))
 
 
 def open_planning(database: str) -> PlanningStore:

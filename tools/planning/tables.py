@@ -98,6 +98,9 @@ usage = sa.Table(
     sa.Column("latency_ms", sa.Float, nullable=False),
     sa.Column("cost_usd", sa.Float, nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
+    # added by migration 0007 (and by ensure_schema on a database no server migrated)
+    sa.Column("status", sa.String(20), nullable=False, server_default="ok"),
+    sa.Column("error_kind", sa.String(50)),
     sa.Index("ix_phasegraph_usage_scope_created", "scope", "created_at"),
 )
 errors = sa.Table(

@@ -10,3 +10,13 @@ ARGS_TOO_LARGE = (
     "The arguments of this {name} call are longer than {limit} characters, the limit for one tool call; "
     "it was not run. Send smaller arguments, or split the work into several calls."
 )
+
+ARGS_CUT_OFF = (
+    "The arguments of this {name} call were cut off before their JSON ended, so it was not run. Make the "
+    "call again with its complete arguments (shorter ones, if they were long)."
+)
+
+ARGS_NOT_JSON = (
+    "The arguments of this {name} call are not one valid JSON object, so it was not run. Make the call "
+    "again with a JSON object as its arguments."
+)

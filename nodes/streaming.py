@@ -1,4 +1,9 @@
-"""Read a model stream up to its first complete tool call, then stop reading."""
+"""Read a model stream up to its first complete tool call, then stop reading.
+
+Every protocol judges a streamed call by its raw argument text, here: LangChain closes JSON that never
+ended (``parse_partial_json``), so a call cut off mid-argument would otherwise read as complete whatever
+the provider's finish reason says.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +12,18 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, cast
+from uuid import UUID
 
+from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.language_models import LanguageModelInput
-from langchain_core.messages import AIMessageChunk, BaseMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages.tool import invalid_tool_call, tool_call
+from langchain_core.messages.utils import message_chunk_to_message
+from langchain_core.outputs import ChatGenerationChunk, GenerationChunk
 from langchain_core.runnables import Runnable
 
 from phasegraph.nodes.models import stream_model
-from phasegraph.nodes.prompts import ARGS_TOO_LARGE
+from phasegraph.nodes.prompts import ARGS_CUT_OFF, ARGS_NOT_JSON, ARGS_TOO_LARGE
 
 
 class JsonObjectScanner:
@@ -40,13 +50,18 @@ class JsonObjectScanner:
                 return
             self._step(char)
 
+    @property
+    def unfinished(self) -> bool:
+        """An object was opened and never closed: the text stops before its JSON does."""
+        return not (self.blank or self._broken or self._closed)
+
     def value(self, raw: Callable[[], str]) -> dict[str, Any] | None:
         """The parsed object once the text fed so far (``raw()``) is complete, else ``None``."""
         if self._broken or not self._closed:
             return None
         if self._value is None:
-            try:
-                parsed = json.loads(raw())
+            try:  # control characters inside strings pass, as LangChain's own parsing lets them
+                parsed = json.loads(raw(), strict=False)
             except json.JSONDecodeError:
                 parsed = None
             if not isinstance(parsed, dict):
@@ -111,6 +126,22 @@ class PartialCall:
             return {} if ended else None
         return self._scanner.value(lambda: self.raw_args)
 
+    @property
+    def cut_off(self) -> bool:
+        """The argument text stops before its JSON does (an object opened, never closed)."""
+        return self._scanner.unfinished
+
+    def refusal(self) -> str | None:
+        """Why this call, its stream having ended, must not run (the model reads it), or ``None``.
+
+        Its arguments must be one complete JSON object: text cut off before its JSON ended is
+        never completed by guessing, whatever the provider's finish reason.
+        """
+        if self.parsed_args(ended=True) is not None:
+            return None
+        template = ARGS_CUT_OFF if self.cut_off else ARGS_NOT_JSON
+        return template.format(name=self.name or "unnamed")
+
 
 @dataclass
 class StreamOutcome:
@@ -148,6 +179,9 @@ async def stream_until_first_call(
         max_args_chars: A call whose argument text grows past this closes the stream at
             once; it becomes the call, with an ``error`` instead of running (or is ignored
             as ``too_large`` when tools are unbound).
+
+    A stream that ends with no complete call but a broken one (cut off before its JSON ended,
+    or not JSON) makes that the call, with an ``error`` instead of running.
     """
     outcome = StreamOutcome()
     calls: dict[int, PartialCall] = {}
@@ -167,10 +201,20 @@ async def stream_until_first_call(
                 outcome.call = {"id": first.id, "name": first.name, "args": first.parsed_args()}
                 outcome.cut = True
                 break
-    if take_calls and outcome.call is None and (first := _first_complete(calls, ended=True)) is not None:
-        outcome.call = {"id": first.id, "name": first.name, "args": first.parsed_args(ended=True)}
+    if take_calls and outcome.call is None:
+        outcome.call = _call_at_end(calls)
     outcome.ignored = _ignored(calls, outcome.call, oversized, take_calls)
     return outcome
+
+
+def _call_at_end(calls: dict[int, PartialCall]) -> dict[str, Any] | None:
+    """The stream's first complete call, else its first broken one, refused (it never runs)."""
+    if (first := _first_complete(calls, ended=True)) is not None:
+        return {"id": first.id, "name": first.name, "args": first.parsed_args(ended=True)}
+    for partial in sorted(calls.values(), key=lambda c: c.index):
+        if (refusal := partial.refusal()) is not None:
+            return {"id": partial.id, "name": partial.name, "args": {}, "error": refusal}
+    return None
 
 
 def _refused(partial: PartialCall, limit: int | None) -> dict[str, Any]:
@@ -234,3 +278,60 @@ def _first_complete(calls: dict[int, PartialCall], *, ended: bool = False) -> Pa
         if partial.parsed_args(ended=ended) is not None:
             return partial
     return None
+
+
+def reply_message(reply: AIMessageChunk | None) -> AIMessage:
+    """A streamed reply (its chunks added up) as one message, its calls judged by their raw text.
+
+    A call whose argument text is not one complete JSON object is an invalid tool call, with the
+    reason the model will read as its ``error`` when it was cut off (``None`` for other broken JSON).
+    """
+    if reply is None:
+        return AIMessage("")
+    message = message_chunk_to_message(reply)
+    if not isinstance(message, AIMessage):
+        return AIMessage(message.text)
+    calls: dict[int, PartialCall] = {}
+    absorb_call_pieces(reply, calls)
+    if not calls:
+        return message
+    valid, invalid = [], []
+    for partial in sorted(calls.values(), key=lambda c: c.index):
+        if (args := partial.parsed_args(ended=True)) is not None:
+            valid.append(tool_call(name=partial.name, args=args, id=partial.id))
+            continue
+        error = partial.refusal() if partial.cut_off else None
+        invalid.append(
+            invalid_tool_call(name=partial.name, args=partial.raw_args, id=partial.id, error=error)
+        )
+    return message.model_copy(update={"tool_calls": valid, "invalid_tool_calls": invalid})
+
+
+class StreamedCalls(AsyncCallbackHandler):
+    """Keeps the raw argument text of the calls a chat model streams inside ``ainvoke``.
+
+    A streaming model (``streaming=True``) adds its chunks up itself and returns only what LangChain's
+    partial-JSON parser made of them; this handler sees each chunk first (one model call per handler).
+    """
+
+    def __init__(self) -> None:
+        self.calls: dict[int, PartialCall] = {}
+
+    async def on_llm_new_token(
+        self,
+        token: str | list[str | dict[str, Any]],
+        *,
+        chunk: GenerationChunk | ChatGenerationChunk | None = None,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Add the chunk's tool-call pieces."""
+        if isinstance(chunk, ChatGenerationChunk) and isinstance(chunk.message, AIMessageChunk):
+            absorb_call_pieces(chunk.message, self.calls)
+
+    def cut_off(self) -> PartialCall | None:
+        """The first call whose argument text stops before its JSON ends."""
+        ordered = sorted(self.calls.values(), key=lambda c: c.index)
+        return next((c for c in ordered if c.cut_off), None)

@@ -3,9 +3,9 @@
 Protocols whose phases answer with a pydantic model (goal_pursuit's plans and decisions) ask
 through ``ask_structured``. It uses LangChain's ``with_structured_output`` (the provider's tool
 calling), reads a JSON object from the answer's text when a server ignores tools, and, when the
-answer cannot be used (broken JSON, wrong schema, empty, oversized, or refused by the protocol's
-own ``check``), asks once more with the reason. A second unusable answer is an
-``InvalidModelOutput``, never a crash or a loop.
+answer cannot be used (broken JSON, arguments cut off before their JSON ended, wrong schema, empty,
+oversized, or refused by the protocol's own ``check``), asks once more with the reason. A second
+unusable answer is an ``InvalidModelOutput``, never a crash or a loop.
 """
 
 from __future__ import annotations
@@ -19,11 +19,14 @@ from typing import Any, Generic, Literal, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import ensure_config, merge_configs
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, ValidationError
 
 from phasegraph.nodes.errors import InvalidModelOutput, PhasegraphError, ProviderError
 from phasegraph.nodes.models import provider_error
+from phasegraph.nodes.streaming import StreamedCalls
 
 M = TypeVar("M", bound=BaseModel)
 StructuredMethod = Literal["auto", "tool_calling", "json_mode"]
@@ -174,9 +177,14 @@ async def _ask_tool_calling(
     model: BaseChatModel, prompt: list[BaseMessage], schema: type[M], *, auto: bool
 ) -> _Attempt:
     runnable = model.with_structured_output(schema, method="function_calling", include_raw=True)
-    result = await _invoke(runnable, prompt, model)
+    streamed = StreamedCalls()  # the raw argument text, before LangChain closes what was cut off
+    result = await _invoke(runnable, prompt, model, streamed)
     raw = result["raw"] if isinstance(result, dict) else None
     raw = raw if isinstance(raw, AIMessage) else None
+    if (cut := streamed.cut_off()) is not None:
+        return _Attempt(
+            raw, problem=f"its arguments were cut off before their JSON ended: {_quote(cut.raw_args)}"
+        )
     if isinstance(result, dict) and isinstance(result.get("parsed"), schema):
         return _Attempt(raw, result["parsed"])
     error = result.get("parsing_error") if isinstance(result, dict) else None
@@ -198,13 +206,19 @@ async def _ask_json_mode(model: BaseChatModel, prompt: list[BaseMessage], schema
     return _parse_text(raw, schema) if isinstance(raw, AIMessage) else _Attempt(None, problem="no answer")
 
 
-async def _invoke(runnable: Any, prompt: list[BaseMessage], model: BaseChatModel) -> Any:
+async def _invoke(
+    runnable: Any, prompt: list[BaseMessage], model: BaseChatModel, streamed: StreamedCalls | None = None
+) -> Any:
     """``runnable.ainvoke(prompt)``, a provider's failure raised as a redacted ``ProviderError``.
 
     ``NotImplementedError`` (a model without tool calling) passes, so ``auto`` can switch to JSON.
+    ``streamed`` joins the run's callbacks (tracing and LangGraph's own stay) to see each chunk.
     """
+    config: RunnableConfig | None = None
+    if streamed is not None:
+        config = merge_configs(ensure_config(), {"callbacks": [streamed]})
     try:
-        return await runnable.ainvoke(prompt)
+        return await runnable.ainvoke(prompt, config)
     except (PhasegraphError, NotImplementedError):
         raise
     except Exception as exc:

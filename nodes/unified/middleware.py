@@ -81,14 +81,14 @@ class RunContextMiddleware(AgentMiddleware[Any, UnifiedContext]):
         )
 
 
-#: Where a model message lists the calls whose arguments were cut for being too large.
-TOO_LARGE_KEY = "phasegraph_too_large_calls"
+#: Where a model message keeps, by call id, why calls it streamed must not run (too large, cut off).
+REFUSED_KEY = "phasegraph_refused_calls"
 
 
-def _cut_calls(messages: Sequence[BaseMessage]) -> set[str]:
-    """Ids of the last model message's calls whose streams were cut for oversized arguments."""
+def _refused_calls(messages: Sequence[BaseMessage]) -> dict[str, str]:
+    """Why each call of the last model message that must not run is refused, by call id."""
     last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
-    return set(last.response_metadata.get(TOO_LARGE_KEY, [])) if last is not None else set()
+    return dict(last.response_metadata.get(REFUSED_KEY, {})) if last is not None else {}
 
 
 async def _answer(
@@ -111,13 +111,13 @@ async def _answer(
 
 
 def _refusal(request: ToolCallRequest, context: UnifiedContext) -> str | None:
-    """Why the call must not run: past the turn's tool budget, or arguments too large."""
+    """Why the call must not run: past the turn's tool budget, arguments too large, cut off or not JSON."""
     call = request.tool_call
     if over_budget(request.state["messages"], call["id"] or "", context):
         return BUDGET_REFUSAL.format(limit=context.max_tool_calls)
-    if call["id"] in _cut_calls(request.state["messages"]) or (
-        len(json.dumps(call["args"])) > context.max_tool_args_chars
-    ):
+    if (refusal := _refused_calls(request.state["messages"]).get(call["id"] or "")) is not None:
+        return refusal
+    if len(json.dumps(call["args"])) > context.max_tool_args_chars:
         return ARGS_TOO_LARGE.format(name=call["name"], limit=context.max_tool_args_chars)
     return None
 
@@ -128,8 +128,9 @@ async def _stream_text(
     """Stream the model, emitting its text as it arrives, and return the whole message.
 
     Text and call arguments are gathered as pieces and joined once (linear in the stream), and
-    a call whose arguments grow past ``max_args_chars`` closes the stream at once: it is kept
-    with empty arguments and named in ``response_metadata`` so its tool call is refused unrun.
+    a call whose arguments grow past ``max_args_chars`` closes the stream at once. It, and any
+    call whose arguments are not one complete JSON object (cut off, whatever the finish reason),
+    is kept with empty arguments and named in ``response_metadata`` so it is refused unrun.
     """
     text: list[str] = []
     calls: dict[int, PartialCall] = {}
@@ -143,12 +144,14 @@ async def _stream_text(
             absorb_call_pieces(chunk, calls)
             if oversized := [c for c in calls.values() if c.size > max_args_chars]:
                 break
+    refused = {c.id: ARGS_TOO_LARGE.format(name=c.name, limit=max_args_chars) for c in oversized}
+    refused |= {c.id: why for c in calls.values() if c.id not in refused and (why := c.refusal()) is not None}
     tool_calls = [
-        {"id": c.id, "name": c.name, "args": {} if c in oversized else (c.parsed_args(ended=True) or {})}
+        {"id": c.id, "name": c.name, "args": {} if c.id in refused else c.parsed_args(ended=True)}
         for c in sorted(calls.values(), key=lambda c: c.index)
     ]
     return AIMessage(
         content="".join(text),
         tool_calls=tool_calls,
-        response_metadata={TOO_LARGE_KEY: [c.id for c in oversized]} if oversized else {},
+        response_metadata={REFUSED_KEY: refused} if refused else {},
     )

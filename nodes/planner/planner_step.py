@@ -8,7 +8,6 @@ import time
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, SystemMessage
-from langchain_core.messages.utils import message_chunk_to_message
 from langgraph.runtime import Runtime
 
 from phasegraph.nodes.emit import Emitter, reports_errors
@@ -17,7 +16,7 @@ from phasegraph.nodes.models import stream_model
 from phasegraph.nodes.planner.clock import TurnClock
 from phasegraph.nodes.planner.context import PlannerContext
 from phasegraph.nodes.planner.guidance import guidance_text
-from phasegraph.nodes.planner.ledger import record_call
+from phasegraph.nodes.planner.ledger import failure_recorded, record_call
 from phasegraph.nodes.planner.prompts import (
     NO_TOOLS_REMINDER,
     PENDING_CONFIRMATION_NOTE,
@@ -27,6 +26,7 @@ from phasegraph.nodes.planner.prompts import (
 )
 from phasegraph.nodes.planner.state import PendingCall, PlannerState, meta
 from phasegraph.nodes.prompts import ARGS_TOO_LARGE
+from phasegraph.nodes.streaming import reply_message
 from phasegraph.nodes.structured import hit_token_limit
 
 OPERATION = "planner_stream"
@@ -40,7 +40,8 @@ CUT_OFF = (
 async def call_planner(state: PlannerState, runtime: Runtime[PlannerContext]) -> dict[str, Any]:
     """Stream one planner step: its text goes out as it arrives, its tool calls wait for ``run_tools``.
 
-    The watchdog cuts a step that outlives the turn's time; the cut call is still a usage row.
+    The watchdog cuts a step that outlives the turn's time; the cut call is still a usage row, and so
+    is a call that fails (with an error row) before the failure ends the run.
     """
     context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
     clock, fields = TurnClock(state["elapsed"], context.session_seconds), meta(state, context.context_type)
@@ -52,7 +53,10 @@ async def call_planner(state: PlannerState, runtime: Runtime[PlannerContext]) ->
     reply: AIMessageChunk | None = None
     started, timed_out = time.perf_counter(), False
     try:
-        async with asyncio.timeout(clock.remaining):
+        async with (
+            asyncio.timeout(clock.remaining),
+            failure_recorded(context, state, operation=OPERATION, profile=profile, model=name),
+        ):
             async for chunk in stream_model(bound, _prompt(context, state, bool(tools))):
                 if chunk.text:
                     emitter.emit(TextChunk, text=chunk.text, **fields)
@@ -70,6 +74,8 @@ async def call_planner(state: PlannerState, runtime: Runtime[PlannerContext]) ->
         input_tokens=usage_meta["input_tokens"] if usage_meta else None,
         output_tokens=usage_meta["output_tokens"] if usage_meta else None,
         latency_ms=round((time.perf_counter() - started) * 1000, 3),
+        status="timeout" if timed_out else "ok",
+        error_kind="session_timeout" if timed_out else None,
     )
     update: dict[str, Any] = {
         "model_calls": state["model_calls"] + 1,
@@ -78,7 +84,7 @@ async def call_planner(state: PlannerState, runtime: Runtime[PlannerContext]) ->
     }
     if timed_out:
         return update | {"pending": [], "stop": "watchdog"}
-    message = _message(reply)
+    message = reply_message(reply)  # a call cut off mid-argument is invalid, never closed by guessing
     return update | {"messages": [message], "pending": _calls(message, context.max_tool_args_chars)}
 
 
@@ -102,14 +108,6 @@ def _prompt(context: PlannerContext, state: PlannerState, has_tools: bool) -> li
     return [system, *state["messages"]]
 
 
-def _message(reply: AIMessageChunk | None) -> AIMessage:
-    """The streamed reply as one message (an empty one when the model sent nothing)."""
-    if reply is None:
-        return AIMessage("")
-    message = message_chunk_to_message(reply)
-    return message if isinstance(message, AIMessage) else AIMessage(message.text)
-
-
 def _calls(message: AIMessage, max_chars: int) -> list[PendingCall]:
     """Every call of the reply; a broken or oversized one carries the error the model will read."""
     calls: list[PendingCall] = []
@@ -124,7 +122,7 @@ def _calls(message: AIMessage, max_chars: int) -> list[PendingCall]:
         calls.append(pending)
     for broken in message.invalid_tool_calls:
         name, raw = broken.get("name") or "", (broken.get("args") or "")[:200]
-        error = f"the arguments of {name or 'a call'} were not valid JSON: {raw!r}"
+        error = broken.get("error") or f"the arguments of {name or 'a call'} were not valid JSON: {raw!r}"
         calls.append(
             PendingCall(id=broken.get("id") or f"call_{len(calls) + 1}", name=name, args={}, error=error)
         )

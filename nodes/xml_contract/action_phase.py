@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import asdict
 from typing import Any, Literal
@@ -20,6 +21,7 @@ from phasegraph.nodes.xml_contract.state import XmlContractState, progress
 
 #: Where a model answer stops: the execute signal as models write it, and a result it would invent.
 #: (Four: OpenAI takes no more. "Final Answer:" is not one, so the answer after it is still written.)
+#: A provider may ignore them, or the model spell the signal otherwise: the reader cuts there too.
 STOP_SEQUENCES = ["<execute_tools />", "<execute_tools/>", "<execute_tools>", "<result>"]
 
 
@@ -42,7 +44,8 @@ async def propose_action(state: XmlContractState, runtime: Runtime[XmlContractCo
     model = context.resolve_model(state["model_calls"]).bind(stop=STOP_SEQUENCES)
     chunks = [chunk async for chunk in stream_model(model, prompt)]
     text = "".join(chunk.text for chunk in chunks)
-    proposal = read_proposal(text, schemas)
+    # Off the event loop: however long the answer, other requests go on while it is read.
+    proposal = await asyncio.to_thread(read_proposal, text, schemas)
     emitter.emit(
         PhaseEnd,
         reason="proposed",

@@ -1,10 +1,14 @@
 """Reading a model answer under the XML contract: blocks of service/tool calls, or a final answer.
 
-The answer is cut at a hallucinated ``<result>``, its ``<think>`` blocks and stop signals are
+The answer is cut at its first execute signal, in any spelling, or at a hallucinated ``<result>``
+(a provider that ignores ``stop`` sends what follows: it is never read), its ``<think>`` blocks are
 dropped, and every top-level element becomes a block: a service element (one call), or a
 ``<parallel>`` / ``<sequential>`` of service elements. Each element is parsed on its own with
 defusedxml (no DTD, no entities, no network), so prose around blocks is tolerated and nothing in
 the answer can expand. Problems are sentences the model reads; a block with one runs nothing.
+
+Reading is linear in the answer's length: the tags are found in one pass and matched with one
+stack per name, so no tag makes the reader scan the rest of the answer again.
 """
 
 from __future__ import annotations
@@ -23,17 +27,19 @@ Kind = Literal["single", "parallel", "sequential"]
 FINAL = "Final Answer:"
 GROUPS = ("parallel", "sequential")
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
-_OPEN_THINK = re.compile(r"<think>(?:(?!</think>).)*$", re.DOTALL | re.IGNORECASE)
 _MARKUP = re.compile(r"<[^<>]+>")
 EMPTY = "the answer was empty: write your calls, or 'Final Answer:' and the answer"
 CUT_IN_THOUGHT = (
     "the answer stopped inside <think>: <execute_tools /> and <result> end an answer wherever they appear, "
     "so keep them out of your thinking and write your calls after </think>"
 )
-_SIGNAL = re.compile(r"<\s*/?\s*execute_tools\s*/?\s*>", re.IGNORECASE)
-_RESULT = re.compile(r"<\s*result\b", re.IGNORECASE)
+#: The execute signal in any spelling: any case, spaces, attributes, self-closed, opened or closed.
+_SIGNAL = re.compile(r"<\s*(?:/\s*)?execute_tools(?:[\s/][^<>]*)?>", re.IGNORECASE)
+#: Where an answer ends: its first execute signal, or a result it invented (the group is set).
+_CUT = re.compile(rf"{_SIGNAL.pattern}|(<\s*result\b)", re.IGNORECASE)
 _DTD = re.compile(r"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
-_OPEN = re.compile(r"<([A-Za-z_][\w.-]*)(\s[^<>]*)?(/?)>")
+#: Any tag: closing slash, name, attributes, self-closing slash.
+_TAG = re.compile(r"<(/?)([A-Za-z_][\w.-]*)(\s[^<>]*)?(/?)>")
 
 
 @dataclass(frozen=True)
@@ -60,7 +66,7 @@ class Block:
 class Proposal:
     """What one answer proposes."""
 
-    text: str  # the answer as kept (cut at a hallucinated result)
+    text: str  # the answer as kept (cut at its first execute signal or a hallucinated result)
     blocks: list[Block] = field(default_factory=list)
     final_answer: str | None = None
     problems: list[str] = field(default_factory=list)  # about the answer as a whole
@@ -70,16 +76,17 @@ class Proposal:
 def read_proposal(raw: str, schemas: ToolSchemas) -> Proposal:
     """Read blocks or a final answer from a model answer; validate every block before anything runs."""
     text, dropped = raw, False
-    if cut := _RESULT.search(raw):
-        text, dropped = raw[: cut.start()], True  # results come from the system, never from the model
+    if cut := _CUT.search(raw):  # nothing after the signal is read; results come from the system only
+        text, dropped = raw[: cut.start()], cut.group(1) is not None
     proposal = Proposal(text=text, dropped_result=dropped)
-    if _OPEN_THINK.search(text):  # a stop sequence fired mid-thought: what it meant to call was never written
+    thoughts = list(_THINK.finditer(text))
+    if thoughts and not thoughts[-1].group(1):  # cut mid-thought: what it meant to call was never written
         proposal.problems.append(CUT_IN_THOUGHT)
         return proposal
     if _DTD.search(text):
         proposal.problems.append("the answer declares a DTD or entities, which are refused; nothing was run")
         return proposal
-    plain = _SIGNAL.sub("", _THINK.sub("", text))
+    plain = _THINK.sub("", text)
     before, final, after = plain.partition(FINAL)
     known = {*schemas.services, *schemas.unavailable, *GROUPS}
     for source, name, problem in _elements(before, known):
@@ -96,7 +103,10 @@ def read_proposal(raw: str, schemas: ToolSchemas) -> Proposal:
 
 
 def answer_text(raw: str) -> str:
-    """The answer in a model's text: what follows "Final Answer:" outside its thinking, else its prose."""
+    """The answer in a model's text: what follows "Final Answer:" outside its thinking, else its prose.
+
+    Nothing in it is read as a call, so an execute signal is dropped rather than cut at.
+    """
     plain = _SIGNAL.sub("", _THINK.sub("", raw))
     if FINAL in plain:
         return plain.partition(FINAL)[2].strip()
@@ -109,36 +119,41 @@ def _elements(text: str, known: set[str]) -> list[tuple[str, str, str | None]]:
     An unclosed tag that names no service or block is prose too (``<br>``, ``a<b``); an unclosed
     service or block is malformed, and takes the rest of the answer with it.
     """
+    tags = list(_TAG.finditer(text))
+    ends = _element_ends(tags)
     found: list[tuple[str, str, str | None]] = []
     at = 0
-    while match := _OPEN.search(text, at):
-        name = match.group(1)
-        if match.group(3):  # self-closing: no block
-            at = match.end()
+    for index, tag in enumerate(tags):
+        if tag.start() < at or tag.group(1) or tag.group(4):  # inside a block, a closing or a lone tag
             continue
-        end = _closing(text, name, match.end())
+        name, end = tag.group(2), ends.get(index)
         if end is None and name not in known:
-            at = match.end()
             continue
         if end is None:
-            found.append((text[match.start() :], name, f"malformed XML: <{name}> is never closed"))
+            found.append((text[tag.start() :], name, f"malformed XML: <{name}> is never closed"))
             break
-        found.append((text[match.start() : end], name, None))
+        found.append((text[tag.start() : end], name, None))
         at = end
     return found
 
 
-def _closing(text: str, name: str, start: int) -> int | None:
-    """The end of the element opened before ``start`` (same-name nesting counted), or None."""
-    pattern = re.compile(rf"<(/?){re.escape(name)}(\s[^<>]*)?(/?)>")
-    depth = 1
-    for tag in pattern.finditer(text, start):
-        if tag.group(3):
+def _element_ends(tags: list[re.Match[str]]) -> dict[int, int]:
+    """Where each closed element ends, by its opening tag's index: same-name nesting counted.
+
+    One stack per name: a closing tag closes the latest open tag of its name (one with none open is
+    ignored), which is the tag where counting depth from that opening tag first comes back to zero.
+    """
+    open_tags: dict[str, list[int]] = {}
+    ends: dict[int, int] = {}
+    for index, tag in enumerate(tags):
+        if tag.group(4):  # self-closing: opens and closes nothing
             continue
-        depth += -1 if tag.group(1) else 1
-        if depth == 0:
-            return tag.end()
-    return None
+        stack = open_tags.setdefault(tag.group(2), [])
+        if not tag.group(1):
+            stack.append(index)
+        elif stack:
+            ends[stack.pop()] = tag.end()
+    return ends
 
 
 def _read_block(block: Block, name: str, schemas: ToolSchemas) -> None:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import sys
+import threading
 from datetime import datetime
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -17,7 +20,7 @@ from phasegraph.nodes.events import Final, ToolCall, ToolResultEvent, XmlBlock
 from phasegraph.nodes.scripted import ScriptedChatModel
 from phasegraph.nodes.trace import MemoryTraceStore
 from phasegraph.nodes.xml_contract.context import XmlContractContext
-from phasegraph.nodes.xml_contract.contract import CUT_IN_THOUGHT, EMPTY
+from phasegraph.nodes.xml_contract.contract import CUT_IN_THOUGHT, EMPTY, read_proposal
 from tests.helpers import kinds, of_type, scripted, turn
 
 TASK = "Summarise the roadmap and say who is on the team."
@@ -100,6 +103,38 @@ async def test_stop_sequences_cut_the_answer_and_an_invented_result_is_never_rea
     _, model = await run_xml(tmp_path, workspace, invented, "Final Answer: done")
     assert model.stats[0].stopped_by == "<result>"  # the block before it still runs
     assert "Ada is the only one" not in observations(model)[0] and "Linus" in observations(model)[0]
+
+
+@pytest.mark.parametrize(
+    "signal", ["<execute_tools  />", '<execute_tools foo="1"/>', "< execute_tools />", "</execute_tools>"]
+)
+async def test_nothing_after_the_execute_signal_runs_whatever_its_spelling(tmp_path, workspace, signal):
+    after = "<demo><calculate>1 + 1</calculate></demo><parallel><demo><always_fails/></demo></parallel>"
+    answer = f"<demo><calculate>6 * 7</calculate></demo>{signal}{after}<execute_tools />"
+    result, model = await run_xml(tmp_path, workspace, answer, "Final Answer: 42")
+    assert model.stats[0].stopped_by == "<execute_tools />"  # only the later one: the calls between were sent
+    ran = [(c.name, c.args) for c in of_type(result, "tool_call")]
+    assert ran == [("demo.calculate", {"expression": "6 * 7"})]
+    assert len(of_type(result, "xml_block")) == 1 and ">42<" in observations(model)[0]
+    assert "1 + 1" not in model.prompts[1][-2].text  # the history keeps the answer as cut
+    assert result.final is not None and result.final.answer == "42"
+
+
+async def test_an_answer_is_read_off_the_event_loop(tmp_path, workspace):
+    """However long a model answer, reading it never holds the event loop other requests share."""
+    loop_thread, readers = threading.get_ident(), []
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code is read_proposal.__code__:
+            readers.append(threading.get_ident())
+
+    sys.setprofile(profile)  # this thread's calls: the event loop's
+    try:
+        result, _ = await run_xml(tmp_path, workspace, "<x>" * 8000 + echo("read", 1), "Final Answer: done")
+    finally:
+        sys.setprofile(None)
+    assert [c.name for c in of_type(result, "tool_call")] == ["demo.slow_echo"]  # the answer was read
+    assert loop_thread not in readers
 
 
 async def test_complete_blocks_without_the_signal_still_run(tmp_path, workspace):

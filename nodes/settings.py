@@ -119,6 +119,12 @@ class ServerSettings(BaseSettings):
     max_message_chars: int = Field(
         default=100_000, ge=1, description="Longest user message a request may send (413 beyond)."
     )
+    max_input_messages: int = Field(
+        default=1000,
+        ge=1,
+        description="Most messages one request may carry (LangGraph API input.messages, AG-UI messages); "
+        "more is refused with 413 naming this limit, before anything is converted, stored or run.",
+    )
     max_body_bytes: int = Field(
         default=1_048_576, ge=1024, description="Largest request body accepted, checked before parsing (413)."
     )

@@ -146,7 +146,7 @@ class ProtocolInfo(BaseModel):
 
 
 def document_settings(schema: dict[str, Any], settings: ServerSettings) -> dict[str, Any]:
-    """Write what this server's settings decide into its schema: tokens, allowed models, message size.
+    """Write what this server's settings decide into its schema: tokens, models, message size and count.
 
     These depend on the process's environment, so the request models cannot carry them. Errors of
     streaming routes are JSON, not events (they are answered before any stream starts).
@@ -168,6 +168,11 @@ def document_settings(schema: dict[str, Any], settings: ServerSettings) -> dict[
         fields[text]["maxLength"] = settings.max_message_chars
         fields["model"]["anyOf"] = [{"type": "string", "enum": names}, {"type": "null"}]
         fields["model"]["description"] = "A model this server allows (the default when omitted)."
+    # Every message a request carries is converted, checkpointed and sent to the model: a bounded count.
+    bodies["AgUiInput"]["properties"]["messages"]["maxItems"] = settings.max_input_messages
+    for name in ("RunBody", "ThreadRunBody"):
+        run_input = bodies[name]["properties"]["input"]["anyOf"][0]
+        run_input["properties"] = {"messages": {"maxItems": settings.max_input_messages}}
     described = bodies["RunRequest"]["properties"]["settings"]
     bodies["RunRequest"]["properties"]["settings"] = {
         **client_settings_schema(),

@@ -103,6 +103,19 @@ class Starter:
                 f"the message has {len(message)} characters; this server accepts at most {limit}"
             )
 
+    def check_message_count(self, count: int) -> None:
+        """Refuse a request carrying more messages than this server accepts (413), before any is converted.
+
+        Every message is converted, checkpointed at each step and sent to the model, so the count
+        bounds what one request costs (and what one page of its thread's history holds).
+        """
+        limit = self.engine.settings.max_input_messages
+        if count > limit:
+            raise TooLargeError(
+                f"the request carries {count} messages; this server accepts at most {limit} "
+                "(PHASEGRAPH_MAX_INPUT_MESSAGES)"
+            )
+
     def new_record(
         self, request_id: str, project_id: str, protocol: str, thread_id: str, thread_key: str,
         settings: dict[str, Any],

@@ -70,6 +70,7 @@ def ag_ui_routes(caller: Any) -> APIRouter:
             raise NotFoundError(f"unknown protocol {protocol!r}; known protocols: {', '.join(PROTOCOLS)}")
         access.require(project_id)
         manager = manager_of(request)
+        manager.starter.check_message_count(len(body.messages))
         served = manager.protocol(protocol)  # resolved once: everything below is given it
         if body.resume:
             return await _answer(manager, served, body, project_id, body.resume[0])

@@ -8,6 +8,7 @@ from typing import Any
 from phasegraph.nodes.context import RunContext
 from phasegraph.nodes.emit import Emitter
 from phasegraph.nodes.events import ToolCall, ToolResultEvent
+from phasegraph.nodes.finished_calls import FinishedCalls
 from phasegraph.nodes.redact import redactor
 from phasegraph.tools import ToolRegistry, ToolResult, ToolRunner
 
@@ -23,7 +24,12 @@ async def execute_tool_call(
     refusal: str | None = None,
     invoke: Callable[[], Awaitable[ToolResult]] | None = None,
 ) -> ToolResult:
-    """Emit ``tool_call``, run the tool, trace the raw result and emit ``tool_result``.
+    """Trace and emit ``tool_call``, run the tool, record it, trace the raw result and emit ``tool_result``.
+
+    Each trace entry is written before its event: the run layer stores an event with the trace
+    entries written before it, so a server killed mid-tool keeps the call in the trace whenever
+    the event log shows it. A call the step finished before a crash (the same call id, the same
+    call) is not run again: its recorded result is emitted again (the trace has it already).
 
     Args:
         context: The run's context (workspace, project, output visibility).
@@ -38,16 +44,16 @@ async def execute_tool_call(
     """
     meta = meta or {}
     name, args, call_id = call["name"], call["args"], call["id"]
+    finished = FinishedCalls.of_this_step() if refusal is None and call_id else None
+    result = await finished.recorded(call_id, signature) if finished is not None else None
+    if result is None:
+        emitter.trace("tool_call", call_id=call_id, name=name, args=args, signature=signature, **meta)
     emitter.emit(ToolCall, call_id=call_id, name=name, args=args, signature=signature, **meta)
-    emitter.trace("tool_call", call_id=call_id, name=name, args=args, signature=signature, **meta)
-    if refusal is not None:
-        result = ToolResult(status="error", error=refusal)
-    elif invoke is not None:
-        result = await invoke()
-    else:
-        result = await ToolRunner(registry, context.tool_context()).run(name, args)
-    result = redactor().model(result)  # a tool echoing a configured secret: neither model nor store sees it
-    emitter.trace("tool_result", call_id=call_id, name=name, **result.model_dump(), **meta)
+    if result is None:
+        result = await _run(context, registry, name, args, refusal, invoke)
+        if finished is not None:  # durable before anything after this call (the next step of a block) runs
+            await finished.record(call_id, signature, result)
+        emitter.trace("tool_result", call_id=call_id, name=name, **result.model_dump(), **meta)
     emitter.emit(
         ToolResultEvent,
         call_id=call_id,
@@ -59,6 +65,24 @@ async def execute_tool_call(
         **meta,
     )
     return result
+
+
+async def _run(
+    context: RunContext,
+    registry: ToolRegistry,
+    name: str,
+    args: dict[str, Any],
+    refusal: str | None,
+    invoke: Callable[[], Awaitable[ToolResult]] | None,
+) -> ToolResult:
+    """The call's result: the refusal, the other runner's or the registry tool's, secrets redacted."""
+    if refusal is not None:
+        result = ToolResult(status="error", error=refusal)
+    elif invoke is not None:
+        result = await invoke()
+    else:
+        result = await ToolRunner(registry, context.tool_context()).run(name, args)
+    return redactor().model(result)  # a tool echoing a configured secret: neither model nor store sees it
 
 
 def trace_tool_registration(emitter: Emitter, registry: ToolRegistry) -> None:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import httpx
@@ -32,6 +32,7 @@ from mcp import ClientSession, McpError
 from mcp.client import stdio
 from mcp.types import CONNECTION_CLOSED, CallToolResult, EmbeddedResource, TextContent, TextResourceContents
 
+from phasegraph.tools.mcp.tether import tethered
 from phasegraph.tools.runner import ToolResult
 
 logger = logging.getLogger(__name__)
@@ -70,7 +71,8 @@ class McpServices:
         """Connect to every service at once and list its tools; each may take up to ``timeout`` seconds."""
         services = cls()
         give_stdio_servers_a_real_stderr()
-        client = MultiServerMCPClient(dict(connections))
+        # a stdio service dies with this process: killed, it must not finish calls a resume makes again
+        client = MultiServerMCPClient({n: cast(Connection, tethered(c)) for n, c in connections.items()})
         for name in client.connections:
             services._opened[name] = asyncio.Event()
             holder = services._hold(client, name, timeout)

@@ -50,6 +50,8 @@ class Control:
         if record.status != "running":
             raise ConflictError(f"request {record.request_id!r} is {record.status}, not running")
         run = engine.local.get(record.request_key)
+        if run is not None and run.finishing:
+            raise ConflictError(f"request {record.request_id!r} is finishing: its run produced its end")
         if run is not None:  # driven here: the driver looks at its next pause point
             run.pause = run.pause or reason
         elif engine.orphaned(record):  # nobody drives it: pause it here and now
@@ -66,9 +68,10 @@ class Control:
         if record.status in ("completed", "failed"):
             raise ConflictError(f"request {record.request_id!r} already {record.status}; nothing to cancel")
         run = engine.local.get(record.request_key)
-        if run is not None and run.task is not None and run.ending:
-            # Its driver has written how the run ends and is only releasing what the run held: let it
-            # finish, then cancel what it left (a paused run) or refuse (a finished one).
+        if run is not None and run.task is not None and (run.ending or run.finishing):
+            # Its run produced its last event, or its driver wrote how the run ends and is only
+            # releasing what the run held: let it finish, then cancel what it left (a paused run) or
+            # refuse (a finished one).
             await asyncio.shield(run.task)
             await self.cancel(await engine.current(record))
         elif run is not None and run.task is not None:

@@ -43,6 +43,9 @@ class LocalRun:
     queued: int | None = None
     #: Its driver queued the event that ends the run (final, error, paused).
     ending: bool = False
+    #: Its graph produced the run's last event (final or error): the run ends with it, whatever a
+    #: client asks or does meanwhile (a pause, a cancel, a hang-up, a shutdown waits for that end).
+    finishing: bool = False
 
 
 class Engine:

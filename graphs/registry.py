@@ -65,7 +65,7 @@ class ProtocolSpec:
             raise ConfigurationError(
                 f"settings.{unknown[0]} cannot be set for protocol {self.id!r} (settable: {settable})"
             )
-        hints = get_type_hints(schema)
+        hints = get_type_hints(schema, include_extras=True)  # with their bounds (``AtLeastOne``, ...)
         checked: dict[str, Any] = {}
         for key, value in settings.items():
             try:
@@ -73,6 +73,14 @@ class ProtocolSpec:
             except ValidationError as exc:
                 raise ConfigurationError(f"settings.{key}: {exc.errors()[0]['msg']}") from None
         return checked
+
+    def client_settings_schema(self) -> dict[str, Any]:
+        """JSON schema of the settings this protocol's clients may choose (what ``client_settings`` takes)."""
+        schema = self.context_schema
+        hints, names = get_type_hints(schema, include_extras=True), sorted(schema.CLIENT_SETTINGS)
+        properties = {name: TypeAdapter(hints[name]).json_schema() for name in names}
+        rules = getattr(schema, "CLIENT_SETTINGS_RULES", {})  # what ties one setting to another
+        return {"type": "object", "properties": properties, "additionalProperties": False, **rules}
 
     def compile(self, checkpointer: Checkpointer = None, *, pausable: bool = False) -> CompiledStateGraph:
         """A compiled graph of this protocol, with ``checkpointer`` when given.
@@ -154,9 +162,7 @@ def client_settings_schema() -> dict[str, Any]:
     """JSON schema of every setting some protocol lets clients choose (for the generic route's docs)."""
     properties: dict[str, Any] = {}
     for spec in PROTOCOLS.values():
-        hints = get_type_hints(spec.context_schema)
-        for name in sorted(spec.context_schema.CLIENT_SETTINGS):
-            properties[name] = TypeAdapter(hints[name]).json_schema()
+        properties.update(spec.client_settings_schema()["properties"])
     return {"type": "object", "properties": properties, "additionalProperties": False}
 
 

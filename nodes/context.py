@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 from uuid import uuid4
 
 from langchain_core.language_models import BaseChatModel
+from pydantic import BeforeValidator, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from phasegraph.nodes.errors import ConfigurationError
@@ -15,6 +16,18 @@ from phasegraph.nodes.models import DEMO_MODEL, DEMO_SCRIPT, DEMO_WORKSPACE, mak
 from phasegraph.nodes.prompts import SYSTEM_PROMPT
 from phasegraph.nodes.settings import run_settings
 from phasegraph.tools import ToolContext, ToolRegistry, default_registry
+
+
+def _whole(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# Counts a client may set, with the bounds ``__post_init__`` checks written into their schema, read
+# as JSON Schema counts integers: 3.0 is 3 (but "3" and true are not).
+#: A budget: at least 1.
+AtLeastOne = Annotated[int, Field(ge=1), BeforeValidator(_whole)]
+#: A count where 0 means "none given" (the latest version, ...).
+AtLeastZero = Annotated[int, Field(ge=0), BeforeValidator(_whole)]
 
 
 @dataclass(kw_only=True)

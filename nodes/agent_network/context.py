@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from pydantic.json_schema import SkipJsonSchema
 
-from phasegraph.nodes.context import RunContext
+from phasegraph.nodes.context import AtLeastOne, AtLeastZero, RunContext
 from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.structured import StructuredMethod
 from phasegraph.nodes.telemetry import RunSpans
@@ -26,6 +26,11 @@ class AgentNetworkContext(RunContext):
     CLIENT_SETTINGS: ClassVar[frozenset[str]] = frozenset(
         {"network", "network_version", "agent_key", "max_steps", "max_tool_errors", "system_params"}
     )
+    #: What the settings' schema adds to their types: a version is a version of a named network.
+    CLIENT_SETTINGS_RULES: ClassVar[dict[str, Any]] = {
+        "if": {"properties": {"network_version": {"minimum": 1}}, "required": ["network_version"]},
+        "then": {"properties": {"network": {"minLength": 1}}, "required": ["network"]},
+    }
 
     network: str = field(
         default="",
@@ -34,7 +39,7 @@ class AgentNetworkContext(RunContext):
             "network in network_file, else the bundled example (triage, researcher, writer)."
         },
     )
-    network_version: int = field(
+    network_version: AtLeastZero = field(
         default=0, metadata={"description": "Published version to run; 0 runs the latest."}
     )
     network_file: str = field(
@@ -47,10 +52,10 @@ class AgentNetworkContext(RunContext):
     agent_key: str = field(
         default="", metadata={"description": "Agent that starts the run. Empty: the network's default agent."}
     )
-    max_steps: int = field(
+    max_steps: AtLeastOne = field(
         default=10, metadata={"description": "Agent decisions per turn; the run ends with an error beyond."}
     )
-    max_tool_errors: int = field(
+    max_tool_errors: AtLeastOne = field(
         default=3,
         metadata={
             "description": "Failed tool calls and refused decisions per turn; the run ends with an error "

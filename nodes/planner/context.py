@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from langchain_core.language_models import BaseChatModel
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 from pydantic.json_schema import SkipJsonSchema
 
-from phasegraph.nodes.context import RunContext
+from phasegraph.nodes.context import AtLeastOne, RunContext
 from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.models import make_model, public_spec
 from phasegraph.nodes.planner.guidance import (
@@ -57,7 +57,7 @@ class PlannerContext(RunContext):
     session_id: str = field(
         default="", metadata={"description": "Session of the usage rows. Empty: the thread id."}
     )
-    profile: str = field(
+    profile: ProfileName | Literal[""] = field(
         default="",
         metadata={
             "description": "speed, balanced or quality for the planner's calls. Empty: the context type's."
@@ -70,10 +70,10 @@ class PlannerContext(RunContext):
             '"openai:gpt-4.1", "temperature": 0, "max_tokens": 2048}}.'
         },
     )
-    max_tool_calls: int = field(
+    max_tool_calls: AtLeastOne = field(
         default=8, metadata={"description": "Tool calls the planner may make in one turn (plan steps aside)."}
     )
-    session_seconds: float = field(
+    session_seconds: Annotated[float, Field(gt=0)] = field(
         default=90.0,
         metadata={
             "description": "Watchdog: active seconds one turn may take before it ends with what it has."
@@ -111,7 +111,7 @@ class PlannerContext(RunContext):
     @property
     def session_profile(self) -> ProfileName:
         """The profile of the planner's own calls: the one chosen, or the context type's."""
-        return self.profile or GUIDANCE[self.context_type].profile  # type: ignore[return-value]
+        return self.profile or GUIDANCE[self.context_type].profile
 
     def profile_settings(self, profile: ProfileName) -> ProfileSettings:
         """The model settings of a profile."""

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from pydantic.json_schema import SkipJsonSchema
 
-from phasegraph.nodes.context import RunContext
+from phasegraph.nodes.context import AtLeastOne, RunContext
 from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.settings import run_settings
 from phasegraph.tools.mcp import McpConfigError, McpServices, load_services
@@ -32,7 +32,7 @@ class XmlContractContext(RunContext):
             "URLs). Empty: the bundled demo MCP server over stdio, on the workspace."
         },
     )
-    max_steps: int = field(
+    max_steps: AtLeastOne = field(
         default=8,
         metadata={"description": "Iterations that run tools; then one last tool-less call answers."},
     )

@@ -10,10 +10,11 @@ from typing import Annotated, Any, Literal
 import anyio
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic.config import JsonDict
 
 from phasegraph.nodes import telemetry
-from phasegraph.nodes.errors import ConfigurationError, InvalidInputError, NotFoundError
+from phasegraph.nodes.errors import InvalidInputError, NotFoundError
 from phasegraph.nodes.events import ErrorEvent, Event, Final
 from phasegraph.server.http.auth import Access
 from phasegraph.server.http.responses import ID_PATTERN, NOT_BLANK, STARTS, errors, whole
@@ -53,8 +54,17 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+#: JSON Schema's way of saying what ``NetworkRunRequest`` checks: a version is a version of a network.
+VERSION_NEEDS_NETWORK: JsonDict = {
+    "if": {"properties": {"version": {"type": "integer"}}, "required": ["version"]},
+    "then": {"properties": {"network": {"type": "string"}}, "required": ["network"]},
+}
+
+
 class NetworkRunRequest(_Body):
     """Body of ``POST /run``."""
+
+    model_config = ConfigDict(json_schema_extra=VERSION_NEEDS_NETWORK)
 
     user_message: str = Field(
         min_length=1, pattern=NOT_BLANK, description="What the network should do (not blank)."
@@ -79,6 +89,12 @@ class NetworkRunRequest(_Body):
     request_id: str | None = Field(default=None, pattern=ID_PATTERN)
     thread_id: str | None = Field(default=None, pattern=ID_PATTERN)
     model: str | None = None
+
+    @model_validator(mode="after")
+    def _version_of_a_network(self) -> "NetworkRunRequest":
+        if self.version is not None and self.network is None:
+            raise ValueError("version needs a network: the bundled example has no versions")
+        return self
 
 
 class DebugStep(BaseModel):
@@ -141,8 +157,6 @@ def network_routes(caller: Any) -> APIRouter:
         access.require(body.project_id)
         manager = manager_of(request)
         manager.check_message_size(body.user_message)
-        if body.version is not None and not body.network:
-            raise ConfigurationError("version needs a network: the bundled example has no versions")
         if body.network:
             await _published(request, body.project_id, body.network, body.version)
         settings: dict[str, Any] = {

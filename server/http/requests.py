@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Request
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
-from phasegraph.nodes.errors import InvalidInputError
+from phasegraph.nodes.errors import ConflictError, InvalidInputError
 from phasegraph.nodes.models import public_spec
 from phasegraph.server.http.auth import Access, Caller
 from phasegraph.server.http.bodies import NAME_IT, PathId, ResumeFrom
@@ -67,7 +67,7 @@ def request_routes(caller: Caller) -> APIRouter:
     @router.get(
         "/api/requests/{request_id}/stream",
         response_class=EventSourceResponse,
-        responses=errors(404, 409, invalid_input="Last-Event-ID is past the request's last event"),
+        responses=errors(404, 409, invalid_input="Last-Event-ID is not the id (seq) of an event"),
     )
     async def follow(
         request: Request, followed: Annotated[tuple[RequestRecord, int], Depends(followed)]
@@ -127,14 +127,16 @@ LAST_EVENT_ID = r"^[0-9]{0,12}$"
 
 
 def _last_event_id(header: str, record: RequestRecord) -> int:
-    """The seq a reconnecting client saw last: 0 without the header, 422 unless it is a seq of the log."""
+    """The seq a reconnecting client saw last: 0 without the header, 422 when malformed, 409 past the log."""
     value = header.strip()
     if not value:
         return 0
-    if not re.fullmatch(LAST_EVENT_ID, value) or int(value) > record.last_seq:
-        raise InvalidInputError(
-            f"Last-Event-ID must be the id of an event of this request (0 to {record.last_seq}), "
-            f"got {value[:20]!r}"
+    if not re.fullmatch(LAST_EVENT_ID, value):
+        raise InvalidInputError(f"Last-Event-ID must be the id (seq) of an event, got {value[:20]!r}")
+    if int(value) > record.last_seq:  # well formed, but the log has not (or not yet) come that far
+        raise ConflictError(
+            f"Last-Event-ID {value} is past this request's last event ({record.last_seq}): its ids are "
+            f"0 to {record.last_seq}"
         )
     return int(value)
 

@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from phasegraph.graphs.registry import client_settings_schema
 from phasegraph.nodes.models import public_spec
 from phasegraph.nodes.settings import ServerSettings
+from phasegraph.server.http.protocol_paths import document_by_protocol
 
 #: What ``str.strip()`` removes: the message check below must agree with the server's own test,
 #: and an explicit class means the same in the schema's ECMA regex, pydantic's and Python's.
@@ -178,6 +179,7 @@ def document_settings(schema: dict[str, Any], settings: ServerSettings) -> dict[
         **client_settings_schema(),
         "description": described["description"],
     }
+    document_by_protocol(schema)  # after the shared bodies are complete: each protocol's path copies them
     if settings.api_tokens is not None:
         schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
         body = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}

@@ -423,7 +423,8 @@ def _said(role: str, content: Any) -> dict[str, Any]:
         (TP, {"surprise": True}, 422, "Extra inputs"),
         (f"{TP}?projectId=a/b", {}, 422, "pattern"),
         (TP, {"forwardedProps": {"max_steps": 3}}, 400, "settings.max_steps"),
-        (TP, _said("user", "  "), 400, "empty"),
+        (TP, _said("user", "  "), 422, "pattern"),
+        (TP, _said("user", [{"type": "text", "text": " "}, {"type": "text", "text": "\t"}]), 422, "blank"),
         (TP, {"resume": PAUSED_NOBODY}, 404, "no open interrupt"),
     ],
 )

@@ -123,7 +123,9 @@ def test_bad_input_gets_clear_errors(servers):
         shapeless = client.post("/api/networks", json={"definition": {"name": "x"}})
         assert shapeless.status_code == 422  # the schema says what a definition holds
         assert ["body", "definition", "agents"] in [d["loc"] for d in shapeless.json()["detail"]]
-        assert client.post("/run", json={"user_message": "hi", "version": 2}).status_code == 400
+        versionless = client.post("/run", json={"user_message": "hi", "version": 2})
+        assert versionless.status_code == 422  # the schema says it: a version is a network's
+        assert "version needs a network" in versionless.text
         missing = client.post("/run", json={"network": "nope", "user_message": "hi"})
         assert missing.status_code == 404 and "publish it first" in missing.json()["message"]
         assert client.post("/run", json={"user_message": "hi", "max_steps": "3"}).status_code == 422
@@ -139,7 +141,8 @@ def test_bad_input_gets_clear_errors(servers):
         zero = client.post(
             "/api/runs/agent_network/stream", json={"message": "hi", "settings": {"max_steps": 0}}
         )
-        assert zero.status_code == 400 and "max_steps must be at least 1" in zero.json()["message"]
+        assert zero.status_code == 400 and "settings.max_steps" in zero.json()["message"]
+        assert "greater than or equal to 1" in zero.json()["message"]
         other = client.post("/api/runs/unified/stream", json={"message": "hi", "settings": {"max_steps": 3}})
         assert other.status_code == 400 and "settable: none" in other.json()["message"]
 

@@ -9,7 +9,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from pydantic.alias_generators import to_camel
 
 from phasegraph.graphs.registry import client_settings_schema
-from phasegraph.server.http.responses import ID_PATTERN
+from phasegraph.server.http.responses import ID_PATTERN, NOT_BLANK
 
 
 def _addressable(value: str) -> str:
@@ -22,11 +22,27 @@ def _addressable(value: str) -> str:
 AgUiId = Annotated[str, Field(pattern=ID_PATTERN), AfterValidator(_addressable)]
 
 
+def _says_something(parts: list[TextPart]) -> list[TextPart]:
+    if not "\n".join(part.text for part in parts).strip():
+        raise ValueError("every text part is blank: the message says nothing")
+    return parts
+
+
+#: Text parts of which one at least is not blank (what the route joins with newlines and answers).
+TextParts = Annotated[
+    list[TextPart],
+    Field(json_schema_extra={"contains": {"type": "object", "properties": {
+        "text": {"type": "string", "pattern": NOT_BLANK}}, "required": ["text"]}}),
+    AfterValidator(_says_something),
+]  # fmt: skip
+
+
 class TextUserMessage(UserMessage):
-    """A user message the protocols can read: text, or text parts (joined by newlines)."""
+    """A user message the protocols can read: text, or text parts (joined by newlines); never blank."""
 
     role: Literal["user"]  # required: it tells the messages apart
-    content: str | list[TextPart]  # type: ignore[assignment]  # narrowed on purpose: no media parts
+    # narrowed on purpose: no media parts, and something to answer (as every route's message)
+    content: Annotated[str, Field(pattern=NOT_BLANK)] | TextParts  # type: ignore[assignment]
 
 
 class EarlierMessage(BaseModel):

@@ -145,14 +145,14 @@ def run_routes(project: Any) -> APIRouter:
     async def cancel_run(
         thread_id: str, run_id: str, request: Request, project_id: Project, wait: bool = False,
         action: Annotated[Literal["interrupt"], Query(description=CANCEL_ACTION)] = "interrupt",
-    ) -> Response:  # fmt: skip
+    ) -> dict[str, Any]:  # fmt: skip
         manager = manager_of(request)
         record = await _run(request, project_id, thread_id, run_id)
         await manager.cancel(record)
         if wait:
             async for _ in manager.follow(record, 0):
                 pass
-        return Response(status_code=202)
+        return views.run(await manager.engine.current(record))  # as it stands now: the cancel's answer
 
     return router
 

@@ -71,7 +71,8 @@ def _lifespan(settings: ServerSettings) -> Any:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if settings.workspace and not Path(settings.workspace).is_dir():  # an operator's mistake: refuse to start, not per request
+        # An operator's mistake: refuse to start, not per request.
+        if settings.workspace and not Path(settings.workspace).is_dir():
             raise ConfigurationError(f"PHASEGRAPH_WORKSPACE {settings.workspace!r} is not a folder")
         retention = parse_retention(settings.retention)  # a malformed policy refuses to start, too
         async with open_checkpointer(settings.checkpointer) as saver:

@@ -23,12 +23,15 @@ from phasegraph.server.runs.engine import SUPERSEDED, Engine, LocalRun
 from phasegraph.server.runs.eventlog import Superseded
 from phasegraph.server.runs.protocols import Served
 from phasegraph.server.runs.recovery import replaced_from
+from phasegraph.server.runs.stops import RunStops
 from phasegraph.server.storage.checkpoints import thread_config
 from phasegraph.server.storage.records import RequestRecord, Status
 
 logger = logging.getLogger(__name__)
 
 DRIVER_FAILED = "the server failed while driving this run (see its log); send the message again"
+#: Why a run whose graph stopped with nothing left to run (and no ``final``) ends as failed.
+NOTHING_LEFT = "the run stopped with nothing left to run and no answer; send a new message"
 
 
 class _Buffer:
@@ -136,6 +139,7 @@ class Driver:
                                             interrupts=stops.interrupts()):  # fmt: skip
                 if held or isinstance(event, Final | ErrorEvent):
                     held.append(event)
+                    run.finishing = True
                     continue
                 if written is not None and written.done():
                     written.result()  # a failed write (superseded, database down) stops the run here
@@ -150,17 +154,32 @@ class Driver:
             if written is not None:  # at a pause point clients have been shown the whole segment
                 await asyncio.shield(written)
             reason, run.pause = run.pause, None
-            if (
-                reason is None
-                and stops
-                and await stops.reached(served.graph, thread_config(record.thread_key))
-            ):
-                reason = "interrupt"  # a stop the run asked for (LangGraph API interrupt_before/after)
+            reason = reason or await self._stopped_at(served, record, stops)
             if reason is not None:
                 done = record.model_copy(update={"last_seq": _queued(run, record)})
-                await engine.stop(served, done, "paused", Paused, reason=reason, traces=traces.drain())
+                if reason == NOTHING_LEFT:
+                    await engine.stop(served, done, "failed", ErrorEvent, kind="conflict", message=reason,
+                                      traces=traces.drain())  # fmt: skip
+                else:
+                    await engine.stop(served, done, "paused", Paused, reason=reason, traces=traces.drain())
                 return
             graph_input, config = None, thread_config(record.thread_key)  # past the pause point
+
+    async def _stopped_at(self, served: Served, record: RequestRecord, stops: RunStops) -> str | None:
+        """Why the run cannot simply go on where its segment ended (``None``: a pause point it passes).
+
+        The graph stops by itself at a stop the run asked for (LangGraph API ``interrupt_before`` /
+        ``interrupt_after``) or at a question it asks (an ``interrupt``): both pause the run. A graph
+        that stopped with nothing left to run and no ``final`` ends it: going on would run nothing,
+        again and again, with the thread busy for good.
+        """
+        config = thread_config(record.thread_key)
+        snapshot = await served.graph.aget_state(config)
+        if not snapshot.next:
+            return NOTHING_LEFT
+        if snapshot.interrupts or (stops and await stops.reached(served.graph, config)):
+            return "interrupt"
+        return None
 
 
 def _queued(run: LocalRun, record: RequestRecord) -> int:

@@ -92,6 +92,8 @@ class RunManager:
         """Stop local runs at their last checkpoint; they stay resumable."""
         runs = list(self.engine.local.values())
         for run in runs:
+            if run.finishing:
+                continue  # its graph produced its last event: it ends with it, shortly (waited for below)
             run.stop = "shutdown"
             if run.task is not None:
                 run.task.cancel()

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from langchain_core.load import dumpd
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import StateSnapshot
+from langgraph.types import Command, StateSnapshot
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from phasegraph.graphs.registry import ProtocolSpec
 from phasegraph.nodes.errors import ConflictError, NotFoundError
+from phasegraph.server.storage.history import walk
 
 
 class CheckpointInfo(BaseModel):
@@ -91,19 +93,37 @@ def _info(spec: ProtocolSpec, snap: StateSnapshot, parent: StateSnapshot | None)
 
 
 async def snapshot_at(
-    graph: CompiledStateGraph[Any, Any, Any, Any], thread_id: str, checkpoint_id: str
+    graph: CompiledStateGraph[Any, Any, Any, Any], thread_id: str, checkpoint_id: str, *, shown_as: str = ""
 ) -> StateSnapshot:
-    """One checkpoint of the thread, or NotFoundError."""
+    """One checkpoint of the thread, or NotFoundError (naming the thread ``shown_as``, its key by default).
+
+    A saver that has no such checkpoint still answers a snapshot, of the config it was asked
+    (no ``created_at``, no values): that is what "not found" looks like.
+    """
     snap = await graph.aget_state(thread_config(thread_id, checkpoint_id))
-    if snap.config["configurable"].get("checkpoint_id") != checkpoint_id or not (snap.values or snap.next):
-        raise NotFoundError(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}")
+    if snap.created_at is None or snap.config["configurable"].get("checkpoint_id") != checkpoint_id:
+        raise NotFoundError(f"thread {shown_as or thread_id!r} has no checkpoint {checkpoint_id!r}")
     return snap
 
 
-def require_next(snapshot: StateSnapshot) -> None:
-    """Refuse to continue from a checkpoint where the run had already finished."""
+def require_next(snapshot: StateSnapshot, graph_input: Any = None) -> None:
+    """Refuse to go on from a checkpoint where going on would run nothing.
+
+    A thread whose run finished there has nothing left to run. A thread waiting in an
+    ``interrupt`` (a question its last turn asked) goes on only with the answer, a
+    ``Command(resume=...)``: without one, the node asks again and the run stops at once.
+    """
+    if snapshot.created_at is None:
+        raise ConflictError("the thread has no checkpoint to go on from: send an input to start it")
     if not snapshot.next:
-        raise ConflictError("nothing is left to run from that point: the run finished there")
+        raise ConflictError(
+            "nothing is left to run from that point: the run finished there; send a new message instead"
+        )
+    if snapshot.interrupts and not isinstance(graph_input, Command):
+        raise ConflictError(
+            "the thread waits for the answer to the question its last turn asked (an interrupt): send "
+            "the answer as the thread's next message (LangGraph API: command.resume), not a resume"
+        )
 
 
 async def checkpoint_values(
@@ -128,10 +148,11 @@ async def end_of_phase(
     chosen = latest
     if phase_index is not None:
         found = None
-        async for snap in graph.aget_state_history(thread_config(thread_id)):
-            if snap.values.get("phase_index") == phase_index:
-                found = snap
-                break
+        async with contextlib.aclosing(walk(graph, thread_config(thread_id))) as snapshots:
+            async for snap in snapshots:
+                if snap.values.get("phase_index") == phase_index:
+                    found = snap
+                    break
         if found is None:
             raise NotFoundError(
                 f"the thread has no checkpoint for phase {phase_index}: the run never reached it, or "

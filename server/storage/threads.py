@@ -13,6 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
+from phasegraph.nodes.errors import ConflictError
 from phasegraph.server.storage.records import (
     RequestRecord,
     events_table,
@@ -35,6 +36,13 @@ class ThreadRecord(BaseModel):
     updated_at: float = Field(default_factory=time.time)
 
 
+class ThreadExists(ConflictError):
+    """A thread of that id already exists in the project."""
+
+    def __init__(self, thread_id: str) -> None:
+        super().__init__(f"thread {thread_id!r} already exists")
+
+
 class ThreadStore:
     """Thread rows and the requests run on each thread, in the request store's database."""
 
@@ -42,13 +50,19 @@ class ThreadStore:
         self.store = store
 
     async def create(self, project_id: str, thread_id: str, metadata: dict[str, Any]) -> ThreadRecord:
-        """Record a new thread (the caller checked that the id is free)."""
+        """Record a new thread; :class:`ThreadExists` when its id is taken.
+
+        The insert is the check: of concurrent creates with one id, the table's key lets exactly one in.
+        """
         record = ThreadRecord(
             thread_key=scoped_key(project_id, thread_id), thread_id=thread_id, project_id=project_id,
             metadata=metadata,
         )  # fmt: skip
-        async with self.store.guard, self.store.engine.begin() as conn:
-            await conn.execute(threads_table.insert().values(**record.model_dump()))
+        try:
+            async with self.store.guard, self.store.engine.begin() as conn:
+                await conn.execute(threads_table.insert().values(**record.model_dump()))
+        except sa.exc.IntegrityError:  # the primary key (project/thread) is the table's only constraint
+            raise ThreadExists(thread_id) from None
         return record
 
     async def get(self, project_id: str, thread_id: str) -> ThreadRecord | None:
@@ -70,13 +84,15 @@ class ThreadStore:
         """Note that the thread changed (a run started on it), merging ``metadata`` into its own."""
         merged = {**thread.metadata, **(metadata or {})}
         values = {"updated_at": time.time(), "metadata": merged}
-        async with self.store.guard, self.store.engine.begin() as conn:
-            done = await conn.execute(
-                threads_table.update().where(threads_table.c.thread_key == thread.thread_key).values(values)
-            )
-            if done.rowcount == 0:  # a thread known only by its requests gets its row now
-                row = thread.model_copy(update=values).model_dump()
-                await conn.execute(threads_table.insert().values(**row))
+        update = threads_table.update().where(threads_table.c.thread_key == thread.thread_key).values(values)
+        try:
+            async with self.store.guard, self.store.engine.begin() as conn:
+                if (await conn.execute(update)).rowcount == 0:  # known only by its requests: a row now
+                    row = thread.model_copy(update=values).model_dump()
+                    await conn.execute(threads_table.insert().values(**row))
+        except sa.exc.IntegrityError:  # another start made the row between the two statements
+            async with self.store.guard, self.store.engine.begin() as conn:
+                await conn.execute(update)
 
     async def search(
         self, projects: frozenset[str] | None, metadata: dict[str, Any], ids: list[str] | None

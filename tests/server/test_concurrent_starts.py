@@ -75,3 +75,33 @@ def test_concurrent_starts_of_one_request_id_start_one_run_on_postgres(
     # Every Postgres test shares the database: a project of its own keeps this test's ids apart.
     answers = _start_all_at_once(started, f"race-{uuid4().hex[:12]}", "req-race")
     _assert_one_start_and_documented_conflicts(started[0], answers)
+
+
+def _create_all_at_once(server: Server, body: dict[str, str]) -> list[httpx.Response]:
+    """POST /threads ``CONCURRENT`` times with one body, released together."""
+    answers: list[httpx.Response] = []
+    go = threading.Barrier(CONCURRENT)
+
+    def create() -> None:
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            go.wait(30)  # a hang guard only
+            answers.append(client.post("/threads", json=body))
+
+    threads = [threading.Thread(target=create) for _ in range(CONCURRENT)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(90)
+    assert len(answers) == CONCURRENT
+    return answers
+
+
+def test_concurrent_creates_of_one_thread_id_make_one_thread(servers):
+    server = servers()
+    raised = _create_all_at_once(server, {"thread_id": "t-race", "if_exists": "raise"})
+    assert sorted(a.status_code for a in raised) == [200] + [409] * (CONCURRENT - 1), [a.text for a in raised]
+    assert all(a.json()["error"] == "conflict" for a in raised if a.status_code == 409)
+    # With do_nothing every one of them gets the one thread that exists.
+    kept = _create_all_at_once(server, {"thread_id": "t-race-2", "if_exists": "do_nothing"})
+    assert [a.status_code for a in kept] == [200] * CONCURRENT, [a.text for a in kept]
+    assert len({a.json()["created_at"] for a in kept}) == 1

@@ -20,9 +20,9 @@ from phasegraph.nodes.errors import ConfigurationError, ConflictError, InvalidIn
 from phasegraph.server.http.langgraph_api.bodies import RunFields, ThreadRunBody
 from phasegraph.server.runs.manager import RunManager
 from phasegraph.server.runs.protocols import Served
-from phasegraph.server.storage.checkpoints import thread_config
+from phasegraph.server.storage.checkpoints import require_next, snapshot_at, thread_config
 from phasegraph.server.storage.records import RequestRecord
-from phasegraph.server.storage.threads import ThreadRecord, ThreadStore
+from phasegraph.server.storage.threads import ThreadExists, ThreadRecord, ThreadStore
 
 Graph = CompiledStateGraph[Any, Any, Any, Any]
 #: How often a run waiting its turn (``multitask_strategy: "enqueue"``) looks at its thread.
@@ -46,7 +46,10 @@ async def thread_for(
         return thread
     if if_not_exists != "create":
         raise NotFoundError(f"thread {thread_id!r} not found")
-    return await threads.create(project_id, thread_id, {})
+    try:
+        return await threads.create(project_id, thread_id, {})
+    except ThreadExists:  # a run starting at the same moment made it: go on it, as if it had been there
+        return await thread_for(threads, project_id, thread_id, if_not_exists)
 
 
 def _nodes(spec: ProtocolSpec, graph: Graph, field: str, value: Any) -> Any:
@@ -81,7 +84,7 @@ def graph_input(spec: ProtocolSpec, graph: Graph, body: RunFields) -> tuple[Any,
     except (ValueError, TypeError, NotImplementedError) as exc:
         raise InvalidInputError(f"input.messages: {exc}") from None
     human = [m for m in messages if m.type == "human"]
-    message = human[-1].text() if human else ""
+    message = human[-1].text if human else ""
     spec.check_message(message)
     return {**body.input, "messages": messages}, message
 
@@ -124,6 +127,8 @@ async def start_run(
         "metadata": body.metadata,
         "stream_mode": body.modes(),
     }
+    if body.input is not None and isinstance(body.input.get("messages"), list):
+        manager.starter.check_message_count(len(body.input["messages"]))  # before any is converted
     graph_in, message = graph_input(spec, graph, body)
     if message is not None:
         manager.check_message_size(message)
@@ -135,10 +140,13 @@ async def start_run(
             raise InvalidInputError("checkpoint.thread_id: a run forks a checkpoint of its own thread")
         options["multitask_strategy"] = body.multitask_strategy
         await wait_for_turn(manager, thread.thread_key, body.multitask_strategy)
-    base = await graph.aget_state(thread_config(thread.thread_key, checkpoint_id))
-    if checkpoint_id is not None and not base.config:
-        raise NotFoundError(f"checkpoint {checkpoint_id!r} not found on thread {thread.thread_id!r}")
-    options["base_step"] = (base.metadata or {}).get("step", -2) if base.config else -2
+    if checkpoint_id is None:
+        base = await graph.aget_state(thread_config(thread.thread_key))
+    else:  # a fork: from a checkpoint the thread has (404 otherwise, never silently from its latest)
+        base = await snapshot_at(graph, thread.thread_key, checkpoint_id, shown_as=thread.thread_id)
+    if not isinstance(graph_in, dict):  # no input or a command: the run goes on from ``base``
+        require_next(base, graph_in)
+    options["base_step"] = (base.metadata or {}).get("step", -2) if base.created_at else -2
     record = await manager.start(
         served, message or "", project_id=project_id, request_id=str(uuid4()), thread_id=thread.thread_id,
         model=model, show_tool_outputs=show, settings=settings, graph_input=graph_in, options=options,

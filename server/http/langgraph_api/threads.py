@@ -4,6 +4,7 @@ from typing import Annotated, Any
 from uuid import uuid4
 
 from fastapi import APIRouter, Depends, Request, Response
+from langgraph.types import StateSnapshot
 from pydantic import TypeAdapter
 
 from phasegraph.nodes.errors import ConflictError, NotFoundError
@@ -19,7 +20,9 @@ from phasegraph.server.http.langgraph_api.common import existing, forget, status
 from phasegraph.server.http.langgraph_api.starting import protocol_of
 from phasegraph.server.http.responses import errors
 from phasegraph.server.runs.manager import manager_of
-from phasegraph.server.storage.checkpoints import thread_config
+from phasegraph.server.storage.checkpoints import snapshot_at, thread_config
+from phasegraph.server.storage.history import history_page
+from phasegraph.server.storage.threads import ThreadExists
 
 VERSION = "phasegraph"
 
@@ -81,7 +84,14 @@ def thread_routes(project: Any) -> APIRouter:
         thread = await threads.get(project_id, thread_id)
         if thread is not None and body.if_exists == "raise":
             raise ConflictError(f"thread {thread_id!r} already exists")
-        thread = thread or await threads.create(project_id, thread_id, body.metadata)
+        if thread is None:
+            try:
+                thread = await threads.create(project_id, thread_id, body.metadata)
+            except ThreadExists:  # another create of this id came first
+                if body.if_exists == "raise":
+                    raise
+                if (thread := await threads.get(project_id, thread_id)) is None:
+                    raise ConflictError(f"thread {thread_id!r} was removed meanwhile; try again") from None
         status, snapshot = await status_of(manager_of(request), threads, thread)
         return views.thread(thread, status, snapshot)
 
@@ -125,29 +135,23 @@ def thread_routes(project: Any) -> APIRouter:
         thread_id: str, checkpoint_id: str, request: Request, project_id: Project
     ) -> dict[str, Any]:
         graph, thread = await _graph_of(request, project_id, thread_id)
-        snapshot = await graph.aget_state(thread_config(thread, checkpoint_id)) if graph else None
-        if snapshot is None or not snapshot.config:
-            raise NotFoundError(f"checkpoint {checkpoint_id!r} not found on thread {thread_id!r}")
-        return views.state(thread_id, snapshot)
+        return views.state(thread_id, await _checkpoint(graph, thread, thread_id, checkpoint_id))
 
     @router.post("/threads/{thread_id}/history", responses=errors(400, 403, 404))
     async def history(
         thread_id: str, body: HistoryBody, request: Request, project_id: Project
     ) -> list[dict[str, Any]]:
         graph, thread_key = await _graph_of(request, project_id, thread_id)
+        before = body.before.checkpoint_id if isinstance(body.before, CheckpointBody) else body.before
+        for named in (before, body.checkpoint.checkpoint_id if body.checkpoint else None):
+            if named:  # a page around a checkpoint the thread does not have is 404, not another page
+                await _checkpoint(graph, thread_key, thread_id, named)
         if graph is None:
             return []
-        before = body.before.checkpoint_id if isinstance(body.before, CheckpointBody) else body.before
         config = thread_config(thread_key, body.checkpoint.checkpoint_id if body.checkpoint else None)
         older = thread_config(thread_key, before) if before else None
-        found: list[dict[str, Any]] = []
-        # The metadata filter is applied here, not by the saver: its keys may be any string.
-        async for snapshot in graph.aget_state_history(config, before=older):
-            if all((snapshot.metadata or {}).get(k) == v for k, v in (body.metadata or {}).items()):
-                found.append(views.state(thread_id, snapshot))
-                if len(found) == body.limit:
-                    break
-        return found
+        page = await history_page(graph, config, limit=body.limit, before=older, metadata=body.metadata)
+        return [views.state(thread_id, snapshot) for snapshot in page]
 
     return router
 
@@ -159,6 +163,15 @@ async def _graph_of(request: Request, project_id: str, thread_id: str) -> tuple[
     runs = await threads.requests(thread.thread_key)
     graph = manager_of(request).protocol(runs[0].protocol).graph if runs else None
     return graph, thread.thread_key
+
+
+async def _checkpoint(
+    graph: Any | None, thread_key: str, thread_id: str, checkpoint_id: str
+) -> StateSnapshot:
+    """A checkpoint of the thread (``graph``: its protocol's, ``None`` before its first run), or 404."""
+    if graph is None:
+        raise NotFoundError(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}")
+    return await snapshot_at(graph, thread_key, checkpoint_id, shown_as=thread_id)
 
 
 def _state_schema(schema: Any) -> dict[str, Any] | None:

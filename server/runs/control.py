@@ -99,7 +99,8 @@ class Control:
         if run is None or run.task is None:
             return
         if record.status == "cancelled" or record.cancel_requested:
-            run.task.cancel()
+            if not run.finishing:  # a run that produced its last event ends with it, as cancel() lets it
+                run.task.cancel()
         elif record.owner != self.engine.owner:  # another replica took the run over (this one looked dead)
             run.stop = SUPERSEDED
             run.task.cancel()

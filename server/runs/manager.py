@@ -22,7 +22,7 @@ from phasegraph.nodes.events import Event
 from phasegraph.nodes.settings import ServerSettings
 from phasegraph.server.runs.control import Control
 from phasegraph.server.runs.driving import Driver
-from phasegraph.server.runs.engine import Engine
+from phasegraph.server.runs.engine import Engine, LocalRun
 from phasegraph.server.runs.following import STOPS, Followers
 from phasegraph.server.runs.protocols import Served
 from phasegraph.server.runs.starting import TURN, Starter
@@ -37,6 +37,8 @@ logger = logging.getLogger(__name__)
 
 #: How often the watcher heartbeats local runs, applies stored control flags and looks for orphans.
 WATCH_SECONDS = 1.0
+#: How long a shutdown waits for a run that holds its last event to commit it.
+FINISH_GRACE_SECONDS = 10.0
 
 
 class RunManager:
@@ -89,15 +91,28 @@ class RunManager:
             await asyncio.sleep(WATCH_SECONDS)
 
     async def shutdown(self) -> None:
-        """Stop local runs at their last checkpoint; they stay resumable."""
+        """Stop local runs at their last checkpoint; they stay resumable.
+
+        A run whose graph produced its last event ends with it (``FINISH_GRACE_SECONDS`` at most: a
+        database that stopped answering must not hold the shutdown forever).
+        """
         runs = list(self.engine.local.values())
         for run in runs:
-            if run.finishing:
-                continue  # its graph produced its last event: it ends with it, shortly (waited for below)
-            run.stop = "shutdown"
-            if run.task is not None:
-                run.task.cancel()
+            if not run.finishing:
+                self._stop(run)
+        finishing = {run.task for run in runs if run.finishing and run.task is not None}
+        if finishing:
+            _, late = await asyncio.wait(finishing, timeout=FINISH_GRACE_SECONDS)
+            for run in runs:
+                if run.task in late:
+                    self._stop(run)
         await asyncio.gather(*(run.task for run in runs if run.task is not None), return_exceptions=True)
+
+    @staticmethod
+    def _stop(run: LocalRun) -> None:
+        run.stop = "shutdown"
+        if run.task is not None:
+            run.task.cancel()
 
     def protocol(self, protocol_id: str) -> Served:
         """The protocol of that id as this server runs it (its graph on the shared checkpointer)."""

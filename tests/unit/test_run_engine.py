@@ -117,8 +117,15 @@ async def test_a_cancel_while_the_paused_run_releases_its_context_cancels_the_re
     assert (await _events(manager, paused))[-2:] == ["paused", "cancelled"]
 
 
+async def cancelled_elsewhere(manager: RunManager, record: RequestRecord) -> None:
+    """What a replica that does not drive the run does: store the flag; this one hears and applies it."""
+    await manager.store.request_control(record.request_key, cancel_requested=True)
+    await manager.control.on_control(record.request_key)
+
+
 @pytest.mark.parametrize(
-    "what_happens", ["client hangs up", "client hangs up and cancels", "cancel", "shutdown"]
+    "what_happens",
+    ["client hangs up", "client hangs up and cancels", "cancel", "another replica cancels", "shutdown"],
 )
 async def test_a_run_whose_graph_produced_final_ends_completed_whatever_happens_meanwhile(
     manager: RunManager, monkeypatch: pytest.MonkeyPatch, what_happens: str
@@ -153,6 +160,7 @@ async def test_a_run_whose_graph_produced_final_ends_completed_whatever_happens_
         "client hangs up": lambda: settle_dropped(manager, current, "pause"),
         "client hangs up and cancels": lambda: settle_dropped(manager, current, "cancel"),
         "cancel": lambda: manager.cancel(current),
+        "another replica cancels": lambda: cancelled_elsewhere(manager, current),
         "shutdown": manager.shutdown,
     }
     read, store_get = asyncio.Event(), manager.store.get
@@ -167,6 +175,8 @@ async def test_a_run_whose_graph_produced_final_ends_completed_whatever_happens_
     acting = asyncio.create_task(actions[what_happens]())
     if what_happens.startswith("client"):
         await asyncio.wait_for(read.wait(), WAIT)  # it read the request and acted on it before this wakes
+    elif what_happens == "another replica cancels":
+        await asyncio.wait_for(acting, WAIT)  # the flag is stored and applied here: nothing waits on the run
     else:
         await asyncio.sleep(0)  # it acted in its first step
     gate.set()  # only now does the graph go on to its end

@@ -29,7 +29,8 @@ async def execute_tool_call(
     Each trace entry is written before its event: the run layer stores an event with the trace
     entries written before it, so a server killed mid-tool keeps the call in the trace whenever
     the event log shows it. A call the step finished before a crash (the same call id, the same
-    call) is not run again: its recorded result is emitted again (the trace has it already).
+    call) is not run again: its recorded result is emitted and traced again, the trace entries
+    marked ``replayed`` (the first ones may have been lost with the server, or not).
 
     Args:
         context: The run's context (workspace, project, output visibility).
@@ -46,14 +47,15 @@ async def execute_tool_call(
     name, args, call_id = call["name"], call["args"], call["id"]
     finished = FinishedCalls.of_this_step() if refusal is None and call_id else None
     result = await finished.recorded(call_id, signature) if finished is not None else None
-    if result is None:
-        emitter.trace("tool_call", call_id=call_id, name=name, args=args, signature=signature, **meta)
+    # A replayed call is traced again, marked: its first entries may have died with the server.
+    replayed = {"replayed": True} if result is not None else {}
+    emitter.trace("tool_call", call_id=call_id, name=name, args=args, signature=signature, **replayed, **meta)
     emitter.emit(ToolCall, call_id=call_id, name=name, args=args, signature=signature, **meta)
     if result is None:
         result = await _run(context, registry, name, args, refusal, invoke)
         if finished is not None:  # durable before anything after this call (the next step of a block) runs
             await finished.record(call_id, signature, result)
-        emitter.trace("tool_result", call_id=call_id, name=name, **result.model_dump(), **meta)
+    emitter.trace("tool_result", call_id=call_id, name=name, **result.model_dump(), **replayed, **meta)
     emitter.emit(
         ToolResultEvent,
         call_id=call_id,

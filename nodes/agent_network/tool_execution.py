@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from typing import Any, Literal
-from uuid import uuid4
+from uuid import NAMESPACE_URL, uuid5
 
 from langgraph.runtime import Runtime
 
@@ -37,7 +37,9 @@ async def use_tool(state: AgentNetworkState, runtime: Runtime[AgentNetworkContex
         **details["params"],
     }
     update: dict[str, Any] = {"phase": "tool_execution", "phase_index": state["phase_index"] + 1}
-    execution_id = uuid4().hex
+    # Named by what it is, not drawn at random: a step that runs again after a crash names its call
+    # as the first attempt did, so a call that attempt finished is replayed, never run twice.
+    execution_id = uuid5(NAMESPACE_URL, f"phasegraph:{context.request_id}/{step}/{epoch}/{tool}").hex
     meta = progress({**state, **update}) | {"execution_id": execution_id}
     spans = spans_of(context, state)
     span = spans.start(f"tool-{execution_id}", f"execute_tool {tool}", {

@@ -389,3 +389,21 @@ async def test_a_conversation_without_a_user_message_is_refused_clearly(tmp_path
     context = AgentNetworkContext(chat_model=scripted(answer("unused")), workspace=str(workspace))
     events = [e async for e in stream_graph(spec, spec.compile(), {"messages": [("ai", "hello")]}, context)]
     assert [e.type for e in events] == ["error"] and "no user message" in events[0].message
+
+
+async def test_a_step_run_again_names_its_tool_call_as_before(tmp_path, workspace):
+    # A finished call is found again by its id when its step re-runs after a crash; an id drawn at
+    # random each time would make the re-run call the tool a second time.
+    def attempt() -> AgentNetworkContext:
+        return AgentNetworkContext(
+            chat_model=scripted(tool("read_file", path="docs/a.md"), answer("alpha it is")),
+            workspace=str(workspace), network_file=network_file(tmp_path), max_steps=2, request_id="req-same",
+        )  # fmt: skip
+
+    first, again = [(await final_state(attempt()))[1]["tool_execution_log"] for _ in range(2)]
+    assert list(first) == list(again) and len(first) == 1
+    other = AgentNetworkContext(
+        chat_model=scripted(tool("read_file", path="docs/a.md"), answer("alpha it is")),
+        workspace=str(workspace), network_file=network_file(tmp_path), max_steps=2, request_id="req-other",
+    )  # fmt: skip
+    assert list((await final_state(other))[1]["tool_execution_log"]) != list(first)  # another request's own

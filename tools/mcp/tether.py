@@ -7,7 +7,9 @@ resumed run then makes those calls again. On Linux a service is therefore starte
 module, run by path as ``python -S tether.py PARENT_PID COMMAND [ARGS...]`` (so nothing else is
 imported): it asks the kernel to SIGKILL it when its parent dies (``PR_SET_PDEATHSIG``, which is kept
 across ``exec``), gives up if the parent has died already, and then becomes the service. Elsewhere
-services are started as they are.
+services are started as they are. The kernel sends the signal when the *thread* that started the
+service ends, not only the process: services are opened from the event loop's thread, which lives as
+long as the server; opening one from a short-lived worker thread would end it with that thread.
 """
 
 from __future__ import annotations

@@ -19,6 +19,9 @@ from phasegraph.server.storage.pruning.base import ACTIVE
 from phasegraph.server.storage.records import events_table, requests_table, threads_table, traces_table
 from phasegraph.server.storage.store import RequestStore
 
+#: Keys bound per statement (sqlite binds at most 32,766 values).
+KEYS_PER_STATEMENT = 1000
+
 
 @dataclass
 class Forgotten:
@@ -63,28 +66,39 @@ async def idle_threads(store: RequestStore, before: float, after: str | None, li
 async def forget(
     store: RequestStore, thread_keys: Collection[str], before: float, dry_run: bool
 ) -> Forgotten:
-    """Remove what the store keeps of these threads (those still idle), in one transaction."""
+    """Remove what the store keeps of these threads (those still idle), in one transaction.
+
+    The requests and thread rows to remove are chosen once, locked where the database can (Postgres:
+    ``FOR UPDATE``; sqlite's write transaction holds the whole file), and removed by key: a request
+    committed meanwhile is never half removed (its events gone, its row kept).
+    """
     if not thread_keys:
         return Forgotten()
-    requests, threads = requests_table, threads_table
-    keys = sorted(thread_keys)
-    gone = sa.select(requests.c.request_key).where(
-        requests.c.thread_key.in_(keys), _idle(requests.c.thread_key, before)
-    )
-    steps = [
-        (events_table, events_table.c.request_key.in_(gone)),
-        (traces_table, traces_table.c.request_key.in_(gone)),
-        (requests, requests.c.request_key.in_(gone)),  # after their events and traces: they select by it
-        (threads, sa.and_(threads.c.thread_key.in_(keys), _idle(threads.c.thread_key, before))),
-    ]
-    counts: dict[str, int] = {}
+    requests, threads, keys = requests_table, threads_table, sorted(thread_keys)
     async with store.guard, store.engine.begin() as conn:
-        for table, condition in steps:
-            if dry_run:
-                count = sa.select(sa.func.count()).select_from(table).where(condition)
-                counts[table.name] = (await conn.execute(count)).scalar_one()
-            else:
-                counts[table.name] = (await conn.execute(table.delete().where(condition))).rowcount
+        chosen = sa.select(requests.c.request_key).where(
+            requests.c.thread_key.in_(keys), _idle(requests.c.thread_key, before)
+        )
+        request_keys = list((await conn.execute(chosen.with_for_update())).scalars())
+        rows = sa.select(threads.c.thread_key).where(
+            threads.c.thread_key.in_(keys), _idle(threads.c.thread_key, before)
+        )
+        row_keys = list((await conn.execute(rows.with_for_update())).scalars())
+        counts: dict[str, int] = {}
+        for table, column, chosen_keys in (
+            (events_table, events_table.c.request_key, request_keys),
+            (traces_table, traces_table.c.request_key, request_keys),
+            (requests, requests.c.request_key, request_keys),
+            (threads, threads.c.thread_key, row_keys),
+        ):
+            counts[table.name] = 0
+            for start in range(0, len(chosen_keys), KEYS_PER_STATEMENT):
+                condition = column.in_(chosen_keys[start : start + KEYS_PER_STATEMENT])
+                if dry_run:
+                    count = sa.select(sa.func.count()).select_from(table).where(condition)
+                    counts[table.name] += (await conn.execute(count)).scalar_one()
+                else:
+                    counts[table.name] += (await conn.execute(table.delete().where(condition))).rowcount
     return Forgotten(
         threads=counts[threads.name],
         requests=counts[requests.name],

@@ -11,43 +11,39 @@ from tests.server.conftest import Server, stream
 RUN = "/api/runs/triggered_phase/stream"
 
 
-def _serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **env: str) -> Server:
-    # The quick start: `phasegraph serve` from a folder of the user's (here an empty one), no workspace set.
+def _results(client: httpx.Client, **body: str) -> tuple[list[ToolResultEvent], object]:
+    events = stream(client, "POST", RUN, json={**body, "showToolOutputs": True})
+    return [e for e in events if isinstance(e, ToolResultEvent)], events[-1]
+
+
+def test_the_demo_model_reads_the_bundled_demo_workspace_and_another_model_the_folder_started_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # The quick start: `phasegraph serve` from a folder of the user's, no workspace set.
     monkeypatch.delenv("PHASEGRAPH_WORKSPACE", raising=False)
     started = tmp_path / "started-here"
     started.mkdir()
-    env = {"PHASEGRAPH_CHECKPOINTER": f"sqlite:{tmp_path / 'state.db'}", **env}
-    return Server(env=env, log=tmp_path / "server.log", cwd=started).start()
-
-
-def test_the_demo_model_reads_the_bundled_demo_workspace_as_the_cli_does(tmp_path, monkeypatch):
-    server = _serve(tmp_path, monkeypatch)
-    try:
-        with httpx.Client(base_url=server.url) as client:
-            events = stream(
-                client, "POST", RUN, json={"message": "Summarise the roadmap", "showToolOutputs": True}
-            )
-    finally:
-        server.stop()
-    results = [e for e in events if isinstance(e, ToolResultEvent)]
-    assert results and all(r.status == "ok" for r in results), [r.error for r in results]
-    assert results[0].output == "docs/roadmap.md\ndocs/team.md"
-    assert isinstance(events[-1], Final) and "two milestones" in events[-1].answer
-
-
-def test_another_model_reads_the_folder_the_server_started_in(tmp_path, monkeypatch):
+    (started / "mine.txt").write_text("hello", encoding="utf-8")
     script = tmp_path / "script.json"
     script.write_text(
         '{"turns": [{"content": "Look.", "tool_calls": [{"name": "list_files", "args": {"path": "."}}]},'
         ' {"content": "Done."}]}',
         encoding="utf-8",
     )
-    server = _serve(tmp_path, monkeypatch, PHASEGRAPH_MODEL=f"scripted:{script}")
-    (tmp_path / "started-here" / "mine.txt").write_text("hello", encoding="utf-8")
+    env = {
+        "PHASEGRAPH_CHECKPOINTER": f"sqlite:{tmp_path / 'state.db'}",
+        "PHASEGRAPH_ALLOWED_MODELS": f"scripted:{script}",
+    }
+    server = Server(env=env, log=tmp_path / "server.log", cwd=started).start()
     try:
         with httpx.Client(base_url=server.url) as client:
-            events = stream(client, "POST", RUN, json={"message": "List", "showToolOutputs": True})
+            demo, demo_end = _results(client, message="Summarise the roadmap")
+            other, _ = _results(client, message="List", model=f"scripted:{script}")
     finally:
         server.stop()
-    results = [e for e in events if isinstance(e, ToolResultEvent)]
-    assert [(r.status, r.output) for r in results] == [("ok", "mine.txt")]
+    # the demo model, as `phasegraph run` without --model: the bundled demo workspace
+    assert demo and all(r.status == "ok" for r in demo), [r.error for r in demo]
+    assert demo[0].output == "docs/roadmap.md\ndocs/team.md"
+    assert isinstance(demo_end, Final) and "two milestones" in demo_end.answer
+    # any other model: the folder the server started in
+    assert [(r.status, r.output) for r in other] == [("ok", "mine.txt")]

@@ -33,7 +33,7 @@ demo: $(BIN)/phasegraph
 
 # The suite runs `make bench QUICK=1` once (tests/test_bench.py), so it needs the bench extra too.
 test: $(VENV)/.dev $(VENV)/.bench $(STUDIO_VENV)/bin/langgraph
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=30
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
 import httpx
@@ -18,29 +21,41 @@ CONCURRENT = 12
 Answer = tuple[int, str, bytes]  # status, content type, body (empty for a started stream)
 
 
-def _start_all_at_once(started: list[Server], project: str, request_id: str) -> list[Answer]:
-    """POST the same start ``CONCURRENT`` times (spread over the replicas), released together."""
-    answers: list[Answer] = []
+def _all_at_once(actions: list[Callable[[], Any]]) -> list[Any]:
+    """Run each action on a thread of its own, all released at the same moment; their results."""
+    answers: list[Any] = []
     lock = threading.Lock()
-    go = threading.Barrier(CONCURRENT)
-    body = {"message": "Summarise docs/roadmap.md", "requestId": request_id, "projectId": project}
+    go = threading.Barrier(len(actions))
 
-    def start(server: Server) -> None:
-        with httpx.Client(base_url=server.url, timeout=60) as client:
-            go.wait(30)  # a hang guard only: every thread is released at the same moment
-            with client.stream("POST", "/api/chat/messages", json=body) as response:
-                # A started run streams until it ends; its status line is all this test needs.
-                content = b"" if response.status_code == 200 else response.read()
-                with lock:
-                    answers.append((response.status_code, response.headers.get("content-type", ""), content))
+    def run(action: Callable[[], Any]) -> None:
+        go.wait(30)  # a hang guard only: every thread is released at the same moment
+        answer = action()
+        with lock:
+            answers.append(answer)
 
-    threads = [threading.Thread(target=start, args=(started[i % len(started)],)) for i in range(CONCURRENT)]
+    threads = [threading.Thread(target=run, args=(action,)) for action in actions]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(90)
-    assert len(answers) == CONCURRENT
+    assert len(answers) == len(actions)
     return answers
+
+
+def _start_all_at_once(started: list[Server], project: str, request_id: str) -> list[Answer]:
+    """POST the same start ``CONCURRENT`` times (spread over the replicas), released together."""
+    body = {"message": "Summarise docs/roadmap.md", "requestId": request_id, "projectId": project}
+
+    def start(server: Server) -> Answer:
+        with (
+            httpx.Client(base_url=server.url, timeout=60) as client,
+            client.stream("POST", "/api/chat/messages", json=body) as response,
+        ):
+            # A started run streams until it ends; its status line is all this test needs.
+            content = b"" if response.status_code == 200 else response.read()
+            return response.status_code, response.headers.get("content-type", ""), content
+
+    return _all_at_once([partial(start, started[i % len(started)]) for i in range(CONCURRENT)])
 
 
 def _assert_one_start_and_documented_conflicts(server: Server, answers: list[Answer]) -> None:
@@ -79,21 +94,7 @@ def test_concurrent_starts_of_one_request_id_start_one_run_on_postgres(
 
 def _create_all_at_once(server: Server, body: dict[str, str]) -> list[httpx.Response]:
     """POST /threads ``CONCURRENT`` times with one body, released together."""
-    answers: list[httpx.Response] = []
-    go = threading.Barrier(CONCURRENT)
-
-    def create() -> None:
-        with httpx.Client(base_url=server.url, timeout=60) as client:
-            go.wait(30)  # a hang guard only
-            answers.append(client.post("/threads", json=body))
-
-    threads = [threading.Thread(target=create) for _ in range(CONCURRENT)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(90)
-    assert len(answers) == CONCURRENT
-    return answers
+    return _all_at_once([partial(httpx.post, f"{server.url}/threads", json=body, timeout=60)] * CONCURRENT)
 
 
 def test_concurrent_creates_of_one_thread_id_make_one_thread(servers):

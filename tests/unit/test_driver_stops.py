@@ -6,33 +6,12 @@ used to go on with nothing again and again, and its thread stayed busy for good.
 """
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
-from langgraph.checkpoint.memory import InMemorySaver
 
 from phasegraph.nodes.events import ErrorEvent
-from phasegraph.nodes.settings import ServerSettings
 from phasegraph.server.runs.manager import RunManager
 from phasegraph.server.storage.records import RequestRecord
-from phasegraph.server.storage.store import RequestStore
 
 WAIT = 10  # hang guard for one run: before the fix the second run never ended
-
-
-@pytest.fixture
-async def manager(workspace: Path) -> AsyncIterator[RunManager]:
-    settings = ServerSettings(checkpointer="memory", workspace=str(workspace))
-    store = RequestStore.for_checkpointer("memory")
-    await store.setup()
-    manager = RunManager(settings, store, InMemorySaver())
-    await manager.open()
-    try:
-        yield manager
-    finally:
-        await manager.close()
-        await store.close()
 
 
 async def _ended(manager: RunManager, record: RequestRecord) -> list[str]:

@@ -9,21 +9,17 @@ produced ``final`` is finished, whatever a client or the server does before that
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
 
 from phasegraph.nodes.context import RunContext
 from phasegraph.nodes.errors import ConflictError
 from phasegraph.nodes.events import Event, Final
-from phasegraph.nodes.settings import ServerSettings
 from phasegraph.server.http.sse import settle_dropped
 from phasegraph.server.runs import driving
 from phasegraph.server.runs.manager import RunManager
 from phasegraph.server.storage.records import RequestRecord
-from phasegraph.server.storage.store import RequestStore
 
 WAIT = 10  # seconds any one step may take; nothing here waits without a bound
 
@@ -53,20 +49,6 @@ def held(monkeypatch: pytest.MonkeyPatch) -> HeldRelease:
 
     monkeypatch.setattr(RunContext, "aclose", aclose)
     return held
-
-
-@pytest.fixture
-async def manager(workspace: Path) -> AsyncIterator[RunManager]:
-    settings = ServerSettings(checkpointer="memory", workspace=str(workspace))
-    store = RequestStore.for_checkpointer("memory")
-    await store.setup()
-    manager = RunManager(settings, store, InMemorySaver())
-    await manager.open()
-    try:
-        yield manager
-    finally:
-        await manager.close()
-        await store.close()
 
 
 async def _paused_while_releasing(

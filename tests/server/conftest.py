@@ -70,6 +70,20 @@ class Server:
                 time.sleep(0.1)
         raise RuntimeError(f"server did not come up:\n{self.log.read_text()}")
 
+    def children(self, marker: bytes) -> list[int]:
+        """This server's live child processes whose command line holds ``marker`` (read from /proc)."""
+        assert self.process is not None
+        found = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                pid, parent = int(stat.parent.name), int(stat.read_text().rpartition(")")[2].split()[1])
+                command = (stat.parent / "cmdline").read_bytes()
+            except (OSError, ValueError):
+                continue  # gone meanwhile
+            if parent == self.process.pid and marker in command:
+                found.append(pid)
+        return found
+
     def kill(self) -> None:
         """SIGKILL: no shutdown hooks run."""
         if self.process and self.process.poll() is None:

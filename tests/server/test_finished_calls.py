@@ -49,21 +49,6 @@ def _lines(log: Path) -> list[str]:
     return log.read_text(encoding="utf-8").splitlines()
 
 
-def _services_of(server: Server) -> list[int]:
-    """The recording services the server process started (its stdio children)."""
-    assert server.process is not None
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            pid, parent = int(stat.parent.name), int(stat.read_text().rpartition(")")[2].split()[1])
-            command = (stat.parent / "cmdline").read_bytes()
-        except (OSError, ValueError):
-            continue  # gone meanwhile
-        if parent == server.process.pid and SERVICE.name.encode() in command:
-            found.append(pid)
-    return found
-
-
 def _gone(pid: int) -> bool:
     """The process has exited (a zombie nobody reaped yet counts as exited)."""
     try:
@@ -101,7 +86,7 @@ def _kill_during_the_second_call(server: Server, request_id: str, log: Path) -> 
                 # nothing more comes until call two ends: the client has everything the store has
                 wait_for_checkpoint(client, request_id, "propose_action", 1)
                 _wait(lambda: "start two" in _lines(log), "call two never started")
-                service.extend(_services_of(server))
+                service.extend(server.children(SERVICE.name.encode()))
                 server.kill()
 
         with pytest.raises(httpx.HTTPError):  # the connection dies with the server

@@ -102,6 +102,9 @@ SLOW_ANSWER = "3 people work on the project."
 #: Where the slow script is once the model proposed its slow block (the checkpoint before it).
 PROPOSED_SLOW_BLOCK = ("action_phase", 3, 1)
 
+#: What the command line of a stdio demo MCP server holds.
+DEMO_SERVICE = b"phasegraph.tools.mcp.demo_server"
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
@@ -198,21 +201,6 @@ def _iterations(dataset: Path, request_id: str) -> list[int]:
     ]
 
 
-def _demo_children(server: Server) -> list[int]:
-    """The demo MCP servers the server process has started and not yet closed (stdio runs)."""
-    assert server.process is not None
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            pid, parent = int(stat.parent.name), int(stat.read_text().rpartition(")")[2].split()[1])
-            command = (stat.parent / "cmdline").read_bytes()
-        except (OSError, ValueError):
-            continue  # gone meanwhile
-        if parent == server.process.pid and b"phasegraph.tools.mcp.demo_server" in command:
-            found.append(pid)
-    return found
-
-
 def _wait_for(condition: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + WAIT_SECONDS
     while not condition():
@@ -249,7 +237,7 @@ def _kill_in_slow_block(server: Server, request_id: str) -> list[Event]:
             seen.append(event)
             if isinstance(event, ToolCall) and event.name == "demo.slow_echo":
                 wait_for_checkpoint(client, request_id, "propose_action", 3)
-                assert len(_demo_children(server)) == 1  # the run's own stdio demo server
+                assert len(server.children(DEMO_SERVICE)) == 1  # the run's own stdio demo server
                 server.kill()
 
         with pytest.raises(httpx.HTTPError):  # the connection dies with the server
@@ -398,7 +386,7 @@ def test_pausing_after_every_block_then_resuming_runs_each_call_once(server: Ser
     assert [segment[0].type for segment in segments[1:]] == ["resumed"] * (len(segments) - 1)
     assert values["steps"] == 2 and len(_messages(values)) == 6  # no block answered twice
     # each segment closed the demo server it started
-    _wait_for(lambda: not _demo_children(server), "a demo MCP server outlived its run")
+    _wait_for(lambda: not server.children(DEMO_SERVICE), "a demo MCP server outlived its run")
 
 
 @pytest.mark.parametrize("taken_over_by", ["restarted server", pytest.param("replica", marks=needs_postgres)])
@@ -483,13 +471,13 @@ def test_cancel_ends_a_running_or_paused_run_for_good(servers, tmp_path: Path):
 
         def cancel_mid_echo(event: Event) -> None:
             if isinstance(event, ToolCall) and event.name == "demo.slow_echo":
-                assert len(_demo_children(server)) == 1
+                assert len(server.children(DEMO_SERVICE)) == 1
                 asked.append(time.monotonic())
                 assert client.post("/api/requests/xc-cancel/cancel").json()["status"] == "cancelled"
 
         running = stream(client, "POST", RUN, json=_body("xc-cancel"), on_event=cancel_mid_echo)
         took = time.monotonic() - asked[0]
-        _wait_for(lambda: not _demo_children(server), "the cancelled run left its demo MCP server running")
+        _wait_for(lambda: not server.children(DEMO_SERVICE), "the cancelled run left its demo service")
         refused = client.post("/api/requests/xc-cancel/resume", json={})
         paused = DEMO.segment(client, "xc-cancel-paused", start=True)
         assert client.post("/api/requests/xc-cancel-paused/cancel").json()["status"] == "cancelled"
@@ -570,7 +558,7 @@ def test_the_demo_runs_the_same_on_the_demo_server_over_streamable_http(
         server = servers(PHASEGRAPH_MCP_CONFIG=str(config), PHASEGRAPH_DATASET_DIR=str(tmp_path / "ds"))
         with httpx.Client(base_url=server.url) as client:
             events = stream(client, "POST", RUN, json=_body("xc-http", showToolOutputs=True))
-            assert not _demo_children(server)  # no stdio server was started
+            assert not server.children(DEMO_SERVICE)  # no stdio server was started
             traced = tools_traced(client, "xc-http")
     _check_demo(events, in_process)
     assert traced == TOOLS

@@ -173,11 +173,10 @@ class Driver:
         that stopped with nothing left to run and no ``final`` ends it: going on would run nothing,
         again and again, with the thread busy for good.
         """
-        config = thread_config(record.thread_key)
-        snapshot = await served.graph.aget_state(config)
+        snapshot = await served.graph.aget_state(thread_config(record.thread_key))
         if not snapshot.next:
             return NOTHING_LEFT
-        if snapshot.interrupts or (stops and await stops.reached(served.graph, config)):
+        if snapshot.interrupts or (stops and await stops.reached(served.graph, snapshot)):
             return "interrupt"
         return None
 

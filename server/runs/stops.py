@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import StateSnapshot
 
 #: Every node ("*" in the LangGraph API).
 ALL = "*"
@@ -46,9 +46,8 @@ class RunStops:
         after = ALL if self.after == ALL else [*self.pause_after, *self.after]
         return {"interrupt_before": self.before or None, "interrupt_after": after}
 
-    async def reached(self, graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig) -> bool:
-        """True when the graph stopped at one of these stops (not only at a protocol pause point)."""
-        snapshot = await graph.aget_state(config)
+    async def reached(self, graph: CompiledStateGraph[Any, Any, Any, Any], snapshot: StateSnapshot) -> bool:
+        """True when the graph stopped at ``snapshot`` for one of these stops, not only at a pause point."""
         if not snapshot.next:
             return False  # the run ended
         if self.before == ALL or set(self.before) & set(snapshot.next):

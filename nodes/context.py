@@ -107,11 +107,13 @@ class RunContext:
         """The bundled demo workspace goes with the bundled demo script; anything else reads here."""
         return DEMO_WORKSPACE if self.model == DEMO_MODEL and self.chat_model is None else Path()
 
-    def resolve_model(self, call_index: int = 0) -> BaseChatModel:
-        """The chat model for the ``call_index``-th model call of this run."""
+    def resolve_model(self, call_index: int = 0, user_turn: int = 0) -> BaseChatModel:
+        """The chat model for the ``call_index``-th model call answering user message ``user_turn``."""
         if self.chat_model is not None:
             return self.chat_model
-        return make_model(self.model, call_index=call_index, demo_script=self.DEMO_SCRIPT)
+        return make_model(
+            self.model, call_index=call_index, user_turn=user_turn, demo_script=self.DEMO_SCRIPT
+        )
 
     def registry(self) -> ToolRegistry:
         """The tools this run may call (chosen once per run; every model and tool call asks)."""

@@ -36,14 +36,18 @@ RETRIED_STATUSES = frozenset({408, 409, 429})
 DETAIL_CHARS = 300
 
 
-def make_model(spec: str, *, call_index: int = 0, demo_script: Path = DEMO_SCRIPT) -> BaseChatModel:
+def make_model(
+    spec: str, *, call_index: int = 0, user_turn: int = 0, demo_script: Path = DEMO_SCRIPT
+) -> BaseChatModel:
     """Turn a model spec string into a LangChain chat model.
 
     Args:
         spec: ``provider:model`` (through ``init_chat_model``, with this process's retry and timeout
             settings) or ``scripted:<path>`` (``scripted:demo`` for the bundled script).
-        call_index: How many model calls this run already made; a scripted model starts at
-            that turn, so its position comes from the run's state rather than process memory.
+        call_index: How many model calls this user message already made; a scripted model starts
+            at that turn, so its position comes from the run's state rather than process memory.
+        user_turn: Which user message of the thread is being answered (0: the first); a scripted
+            model reads its ``follow_ups`` from the second on.
         demo_script: The script ``scripted:demo`` stands for (each protocol bundles its own).
 
     Raises:
@@ -55,7 +59,9 @@ def make_model(spec: str, *, call_index: int = 0, demo_script: Path = DEMO_SCRIP
         raise ConfigurationError(f"unknown model spec {spec!r}: {SPEC_HELP}")
     if provider == "scripted":
         path = demo_script if name == "demo" else Path(name)
-        return ScriptedChatModel(script=load_script(path), source=path.name, start_at=call_index)
+        return ScriptedChatModel(
+            script=load_script(path), source=path.name, start_at=call_index, user_turn=user_turn
+        )
     limits = run_settings()
     options: dict[str, Any] = {
         "timeout": limits.model_timeout_seconds,

@@ -51,12 +51,16 @@ class ScriptTurn(BaseModel):
 class Script(BaseModel):
     """A whole script: the turns in order and how to behave past the last one.
 
+    ``turns`` answers the model calls of a thread's first user message; ``follow_ups`` those of each
+    later message (the second message reads ``follow_ups[0]``, and so on, starting over after the
+    last), so an offline demo can be chatted with. Without follow-ups every message reads ``turns``.
     Frozen: a loaded script is shared by every model made from its file.
     """
 
     model_config = ConfigDict(frozen=True)
 
     turns: list[ScriptTurn] = Field(min_length=1)
+    follow_ups: list[list[ScriptTurn]] = Field(default_factory=list)
     repeat_last: bool = False
     chunk_delay_ms: int = Field(default=0, ge=0)
     #: "split": each call streams as a header then argument pieces (OpenAI's way);
@@ -116,12 +120,15 @@ class ScriptedChatModel(BaseChatModel):
     """Returns the script's turns in order, streaming words and tool-call JSON in pieces.
 
     ``start_at`` lets a caller position the script from persisted run state, so each run
-    (and each resume) reads the turn it is at, never another run's position.
+    (and each resume) reads the turn it is at, never another run's position. ``user_turn`` picks
+    the part of the script (``turns`` or one of ``follow_ups``) that ``start_at`` counts in.
     """
 
     script: Script
     source: str = "<inline script>"
     start_at: int = 0
+    #: Which user message of the thread this call answers (0: the first), choosing the script's part.
+    user_turn: int = Field(default=0, ge=0)
     _position: int = PrivateAttr(default=0)
     _stats: list[StreamStats] = PrivateAttr(default_factory=list)
     _prompts: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
@@ -136,7 +143,7 @@ class ScriptedChatModel(BaseChatModel):
 
     def __repr_args__(self) -> list[tuple[str | None, Any]]:
         """Name the script, not its whole content: LangChain puts this repr into every call's trace."""
-        return [("source", self.source), ("start_at", self.start_at)]
+        return [("source", self.source), ("start_at", self.start_at), ("user_turn", self.user_turn)]
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
         """Name the model in traces (LangSmith and other tracers): ``scripted`` and the script's file.
@@ -165,9 +172,17 @@ class ScriptedChatModel(BaseChatModel):
         return [list(p) for p in self._prompts]
 
     @property
+    def turns(self) -> list[ScriptTurn]:
+        """The script's part this model reads: ``turns``, or the follow-up of its user message."""
+        follow_ups = self.script.follow_ups
+        if self.user_turn == 0 or not follow_ups:
+            return self.script.turns
+        return follow_ups[(self.user_turn - 1) % len(follow_ups)]
+
+    @property
     def exhausted(self) -> bool:
-        """True once every turn of the script has been returned at least once."""
-        return self._position >= len(self.script.turns)
+        """True once every turn of its part of the script has been returned at least once."""
+        return self._position >= len(self.turns)
 
     def bind_tools(
         self,
@@ -181,10 +196,11 @@ class ScriptedChatModel(BaseChatModel):
         return self.bind(tools=formatted, tool_choice=tool_choice, **kwargs)
 
     def _next_turn(self, messages: list[BaseMessage]) -> tuple[int, ScriptTurn]:
-        index, turns = self._position, self.script.turns
+        index, turns = self._position, self.turns
         if index >= len(turns) and not self.script.repeat_last:
+            part = "" if turns is self.script.turns else f" for user message {self.user_turn + 1}"
             raise ScriptError(
-                f"script {self.source} has no turn {index + 1}: it holds {len(turns)} turn(s) "
+                f"script {self.source} has no turn {index + 1}{part}: it holds {len(turns)} turn(s) "
                 "and repeat_last is false"
             )
         self._position += 1
@@ -203,7 +219,12 @@ class ScriptedChatModel(BaseChatModel):
         message = AIMessage(
             content=turn.content,
             tool_calls=[
-                {"name": c.name, "args": c.args, "id": _call_id(index, i), "type": "tool_call"}
+                {
+                    "name": c.name,
+                    "args": c.args,
+                    "id": _call_id(index, i, self.user_turn),
+                    "type": "tool_call",
+                }
                 for i, c in enumerate(turn.tool_calls)
             ],
             usage_metadata=scripted_usage(messages, turn),
@@ -243,7 +264,8 @@ class ScriptedChatModel(BaseChatModel):
     ) -> tuple[StreamStats, Iterator[AIMessageChunk]]:
         index, turn = self._next_turn(messages)
         turn, stopped_by = _stopped(turn, stop)
-        plan = _TurnPlan(index, turn, self.script.tool_call_delivery, scripted_usage(messages, turn))
+        usage = scripted_usage(messages, turn)
+        plan = _TurnPlan(index, turn, self.script.tool_call_delivery, usage, self.user_turn)
         stats = StreamStats(
             call_index=index,
             chunks_total=plan.total,
@@ -286,8 +308,10 @@ def _tokens(chars: int) -> int:
     return max(1, -(-chars // CHARS_PER_TOKEN))
 
 
-def _call_id(turn_index: int, call_index: int) -> str:
-    return f"call_{turn_index + 1}_{call_index + 1}"
+def _call_id(turn_index: int, call_index: int, user_turn: int = 0) -> str:
+    """A call id unique in its thread, as a provider's are (later user messages add their number)."""
+    prefix = f"call_m{user_turn + 1}_" if user_turn else "call_"
+    return f"{prefix}{turn_index + 1}_{call_index + 1}"
 
 
 class _TurnPlan:
@@ -297,9 +321,11 @@ class _TurnPlan:
     only what is actually read; the counts are worked out without building them.
     """
 
-    def __init__(self, turn_index: int, turn: ScriptTurn, delivery: str, usage: UsageMetadata) -> None:
+    def __init__(
+        self, turn_index: int, turn: ScriptTurn, delivery: str, usage: UsageMetadata, user_turn: int
+    ) -> None:
         self.turn_index, self.turn, self.batched = turn_index, turn, delivery == "batched"
-        self.usage = usage
+        self.usage, self.user_turn = usage, user_turn
         self.words = re.findall(r"\S+\s*|\s+", turn.content)
         self.raw_args = [json.dumps(c.args) for c in turn.tool_calls]
         self.first_complete: int | None = None
@@ -321,13 +347,17 @@ class _TurnPlan:
             yield AIMessageChunk(
                 content="",
                 tool_call_chunks=[
-                    tool_call_chunk(name=c.name, args=raw, id=_call_id(self.turn_index, i), index=i)
+                    tool_call_chunk(
+                        name=c.name, args=raw, id=_call_id(self.turn_index, i, self.user_turn), index=i
+                    )
                     for i, (c, raw) in enumerate(zip(calls, self.raw_args, strict=True))
                 ],
             )
         elif not self.batched:
             for i, (call, raw) in enumerate(zip(calls, self.raw_args, strict=True)):
-                header = tool_call_chunk(name=call.name, args="", id=_call_id(self.turn_index, i), index=i)
+                header = tool_call_chunk(
+                    name=call.name, args="", id=_call_id(self.turn_index, i, self.user_turn), index=i
+                )
                 yield AIMessageChunk(content="", tool_call_chunks=[header])
                 for start in range(0, len(raw), ARGS_PIECE_CHARS):
                     piece = tool_call_chunk(name=None, args=raw[start : start + ARGS_PIECE_CHARS], index=i)

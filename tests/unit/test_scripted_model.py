@@ -51,6 +51,36 @@ async def test_call_index_positions_a_fresh_model(tmp_path: Path):
     assert (await make_model(spec).ainvoke("x")).content == "one"  # every run starts at the first turn
 
 
+async def test_later_user_messages_read_the_follow_ups_in_turn(tmp_path: Path):
+    follow_ups = [[turn("second a"), turn("second b")], [turn("third")]]
+    spec = write_script(tmp_path, turn("first"), follow_ups=follow_ups)
+    answers = [
+        (await make_model(spec, call_index=i, user_turn=user).ainvoke("x")).content
+        for user, i in [(0, 0), (1, 0), (1, 1), (2, 0), (3, 0), (3, 1), (4, 0)]
+    ]
+    assert answers == ["first", "second a", "second b", "third", "second a", "second b", "third"]
+    with pytest.raises(ScriptError, match="has no turn 2 for user message 3: it holds 1 turn"):
+        await make_model(spec, call_index=1, user_turn=2).ainvoke("x")
+    plain = write_script(tmp_path, turn("same"))  # no follow-ups: every message reads the turns
+    assert (await make_model(plain, user_turn=4).ainvoke("x")).content == "same"
+
+
+async def test_call_ids_are_unique_across_the_user_messages_of_a_thread(tmp_path: Path):
+    spec = write_script(tmp_path, turn("a", ("list_files", {})), follow_ups=[[turn("b", ("list_files", {}))]])
+    ids = set()
+    for user in range(3):
+        for streamed in (False, True):
+            model = make_model(spec, user_turn=user)
+            if streamed:
+                merged = None
+                async for chunk in model.astream("x"):
+                    merged = chunk if merged is None else merged + chunk
+                ids.add(merged.tool_calls[0]["id"])
+            else:
+                ids.add((await model.ainvoke("x")).tool_calls[0]["id"])
+    assert len(ids) == 3  # one per user message, the same whether streamed or not
+
+
 async def test_with_structured_output_reads_a_tool_call_named_after_the_schema():
     class Decision(BaseModel):
         verdict: str
@@ -135,7 +165,7 @@ def test_a_loaded_script_cannot_be_changed_by_one_of_its_users():
 
 def test_the_model_repr_names_its_script_not_its_content():
     model = make_model("scripted:demo")
-    assert repr(model) == "ScriptedChatModel(source='script.json', start_at=0)"
+    assert repr(model) == "ScriptedChatModel(source='script.json', start_at=0, user_turn=0)"
 
 
 async def test_stop_sequences_cut_the_turn_where_a_provider_would():

@@ -1,0 +1,61 @@
+"""What a thread's ``messages`` holds, in every protocol: the conversation a chat UI renders.
+
+The user's messages, the assistant's text, and for every tool that ran an ``AIMessage`` carrying
+the call followed by a ``ToolMessage`` saying how it ended. Raw tool output stays out of it unless
+the run's ``show_tool_outputs`` is on (seed 000); each protocol still hands the output to its model
+as it specifies, from its own state. Protocol-internal text lives in the protocol's own fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from phasegraph.tools import ToolResult
+
+#: What a ToolMessage says in place of the tool's output when outputs are hidden.
+HIDDEN_OUTPUT = "{name} ran: {status}. Its output is not shown (show_tool_outputs is off)."
+
+
+def user_turn(messages: Sequence[BaseMessage]) -> int:
+    """Which user message of the thread is being answered (0: the first), from the conversation."""
+    return max(0, sum(isinstance(m, HumanMessage) for m in messages) - 1)
+
+
+def turn_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The current turn: the last user message and everything after it."""
+    for at in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[at], HumanMessage):
+            return list(messages[at:])
+    return list(messages)
+
+
+def call_message(calls: Sequence[dict[str, Any]], text: str = "") -> AIMessage:
+    """The assistant's message asking for ``calls`` (each ``{"id", "name", "args"}``)."""
+    return AIMessage(
+        content=text,
+        tool_calls=[
+            {"id": c["id"], "name": c["name"], "args": c["args"], "type": "tool_call"} for c in calls
+        ],
+    )
+
+
+def result_message(call: dict[str, Any], result: ToolResult, *, show_output: bool) -> ToolMessage:
+    """How the call ended, as the chat shows it: its output only when outputs are shown.
+
+    ``status`` is ``success`` or ``error`` (LangChain's ToolMessage statuses); an error keeps its
+    message, which names no secret (results are redacted before this).
+    """
+    ok = result.status == "ok"
+    if show_output:
+        content = result.as_text()
+    else:
+        content = HIDDEN_OUTPUT.format(name=call["name"], status="ok" if ok else f"error ({result.error})")
+    return ToolMessage(
+        content=content,
+        tool_call_id=call["id"],
+        name=call["name"],
+        status="success" if ok else "error",
+    )

@@ -94,6 +94,29 @@ class ThreadStore:
             async with self.store.guard, self.store.engine.begin() as conn:
                 await conn.execute(update)
 
+    async def merge_metadata(self, thread: ThreadRecord, metadata: dict[str, Any]) -> ThreadRecord:
+        """Merge ``metadata`` into the thread's, as it is stored now; the thread as it is then.
+
+        The read and the write are one transaction (the row locked where the database can), so two
+        merges at once both land. A thread known only by its requests gets its row.
+        """
+        key = threads_table.c.thread_key == thread.thread_key
+        try:
+            async with self.store.guard, self.store.engine.begin() as conn:
+                row = (await conn.execute(threads_table.select().where(key).with_for_update())).first()
+                current = thread if row is None else ThreadRecord.model_validate(dict(row._mapping))
+                merged = current.model_copy(
+                    update={"metadata": {**current.metadata, **metadata}, "updated_at": time.time()}
+                )
+                if row is None:
+                    await conn.execute(threads_table.insert().values(**merged.model_dump()))
+                else:
+                    values = {"metadata": merged.metadata, "updated_at": merged.updated_at}
+                    await conn.execute(threads_table.update().where(key).values(values))
+        except sa.exc.IntegrityError:  # a run's start made the row meanwhile: merge into that one
+            return await self.merge_metadata(thread, metadata)
+        return merged
+
     async def search(
         self, projects: frozenset[str] | None, metadata: dict[str, Any], ids: list[str] | None
     ) -> list[ThreadRecord]:

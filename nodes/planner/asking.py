@@ -42,9 +42,13 @@ async def ask_accounted(
     profile: ProfileName,
     operation: str,
     execution_mode: str,
+    position: tuple[int, int],
     check: Callable[[M], str | None] | None = None,
 ) -> Asked[M]:
     """Ask for a ``schema`` answer (one corrective retry) and store a usage row per model call.
+
+    ``model_calls`` keys the rows (calls of the thread); ``position`` (the call index within the user
+    message, and which message it is) positions a scripted model.
 
     An unusable answer or a provider failure is returned as ``problem``, for the planner to read; the
     call that failed is a usage row too (``status`` error), after those that answered.
@@ -54,7 +58,7 @@ async def ask_accounted(
     started = time.perf_counter()
 
     def model_for(index: int) -> BaseChatModel:
-        model, name = context.profile_model(profile, model_calls + index)
+        model, name = context.profile_model(profile, position[0] + index, position[1])
         names.append(name)
         return model
 

@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any, Literal, cast
 
-from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
@@ -26,8 +26,10 @@ from phasegraph.nodes.planner.state import (
     PlannerState,
     PlanStep,
     meta,
+    model_position,
     public_plan,
 )
+from phasegraph.nodes.planner.transcript import tool_answer
 from phasegraph.tools.planning import PlanRecord, is_destructive
 
 OPERATION = "plan_create"
@@ -62,6 +64,7 @@ async def draft_plan(state: PlannerState, runtime: Runtime[PlannerContext]) -> d
         profile=context.session_profile,
         operation=OPERATION,
         execution_mode=mode,
+        position=model_position(state),
         check=lambda draft: plan_problem(
             draft, context.registry(), context.context_type, context.max_plan_steps
         ),
@@ -85,7 +88,7 @@ async def draft_plan(state: PlannerState, runtime: Runtime[PlannerContext]) -> d
         "plan": public_plan(plan),
         "message": "Not run: the plan waits for the user's review. Show it and ask whether to run it.",
     }
-    return update | {"pending_plan": plan, "messages": [_result(call, payload)]}
+    return update | {"pending_plan": plan} | _result(state, context, call, payload)
 
 
 async def route_after_draft(state: PlannerState) -> Literal["auto_execute", "agent_review", "answered"]:
@@ -187,12 +190,18 @@ async def _refuse(
         tool_name="agent_create_plan",
         execution_mode=mode,
     )
-    return {
-        "messages": [_result(call, {"status": "error", "error": problem})],
-        "errors_logged": logged,
-        "plan": None,
-    }
+    payload = {"status": "error", "error": problem}
+    return {"errors_logged": logged, "plan": None} | _result(state, context, call, payload, problem)
 
 
-def _result(call: PendingCall, payload: dict[str, Any]) -> ToolMessage:
-    return ToolMessage(json.dumps(payload), tool_call_id=call["id"], name=call["name"])
+def _result(
+    state: PlannerState,
+    context: PlannerContext,
+    call: PendingCall,
+    payload: dict[str, Any],
+    problem: str | None = None,
+) -> dict[str, Any]:
+    """The plan call's answer: the payload for the model, the chat's message of how it ended."""
+    text = json.dumps(payload)
+    message = tool_answer(call, text, show_output=context.show_tool_outputs, error=problem)
+    return {"messages": [message], "tool_outputs": {**(state.get("tool_outputs") or {}), call["id"]: text}}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import BaseMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
@@ -22,7 +22,8 @@ from phasegraph.nodes.planner.clock import TurnClock
 from phasegraph.nodes.planner.context import PlannerContext
 from phasegraph.nodes.planner.ledger import record_error
 from phasegraph.nodes.planner.plan_rules import REFERENCE
-from phasegraph.nodes.planner.state import PlanRunState, StepOutcome, meta, public_plan
+from phasegraph.nodes.planner.state import Plan, PlanRunState, StepOutcome, meta, public_plan
+from phasegraph.nodes.planner.transcript import executor_calls, not_run, tool_answer
 from phasegraph.nodes.tool_calls import execute_tool_call
 from phasegraph.tools import ToolResult
 
@@ -74,7 +75,7 @@ async def run_step(state: PlanRunState, runtime: Runtime[PlannerContext]) -> dic
         return {
             "plan_results": [
                 *done,
-                StepOutcome(id=step["id"], tool=step["tool"], status="skipped", text=why),
+                StepOutcome(id=step["id"], tool=step["tool"], status="skipped", text=why, args=step["args"]),
             ],
             "elapsed": clock.elapsed,
         }
@@ -92,7 +93,7 @@ async def run_step(state: PlanRunState, runtime: Runtime[PlannerContext]) -> dic
         **fields,
     )
     registry = context.registry()
-    call = {"id": f"{plan['plan_id']}-{step['id']}", "name": step["tool"], "args": args}
+    call = {"id": _call_id(plan, step["id"]), "name": step["tool"], "args": args}
     signature = registry.signature(step["tool"], args, context.project_id)
     result: ToolResult = await execute_tool_call(
         context, emitter, registry, call, signature, {**fields, "step": number}, refusal=refusal
@@ -118,7 +119,7 @@ async def run_step(state: PlanRunState, runtime: Runtime[PlannerContext]) -> dic
         step=number,
         **fields,
     )
-    outcome = StepOutcome(id=step["id"], tool=step["tool"], status=result.status, text=text)
+    outcome = StepOutcome(id=step["id"], tool=step["tool"], status=result.status, text=text, args=args)
     gathered = GatheredResult(name=step["tool"], args=args, status=result.status, text=text)
     return update | {"plan_results": [*done, outcome], "results": [*state["results"], gathered]}
 
@@ -151,8 +152,33 @@ async def finish_plan(state: PlanRunState, runtime: Runtime[PlannerContext]) -> 
             for o in outcomes
         ],
     }
-    message = ToolMessage(json.dumps(payload), tool_call_id=plan["call_id"], name="agent_create_plan")
-    return {"messages": [message], "plan": None}
+    text, call = json.dumps(payload), {"id": plan["call_id"], "name": "agent_create_plan"}
+    show = context.show_tool_outputs
+    answer = tool_answer(call, text, show_output=show, error=None if status == "completed" else summary)
+    outputs = {**(state.get("tool_outputs") or {}), plan["call_id"]: text}
+    messages = [answer, *_step_messages(plan, outcomes, show)]
+    return {"messages": messages, "plan": None, "tool_outputs": outputs}
+
+
+def _step_messages(plan: Plan, outcomes: list[StepOutcome], show: bool) -> list[BaseMessage]:
+    """The steps as the chat shows them: the executor's calls, then how each ended."""
+    if not outcomes:
+        return []
+    calls = [{"id": _call_id(plan, o["id"]), "name": o["tool"], "args": o.get("args", {})} for o in outcomes]
+    answers: list[BaseMessage] = []
+    for call, outcome in zip(calls, outcomes, strict=True):
+        text = outcome["text"]
+        if outcome["status"] == "skipped":
+            answers.append(not_run(call, f"Not run: {text}"))
+        else:
+            error = text.removeprefix("ERROR: ") if outcome["status"] == "error" else None
+            answers.append(tool_answer(call, text, show_output=show, error=error))
+    return [executor_calls(calls), *answers]
+
+
+def _call_id(plan: Plan, step_id: str) -> str:
+    """A step's call id: unique in the thread (plan ids are)."""
+    return f"{plan['plan_id']}-{step_id}"
 
 
 def resolve(args: dict[str, Any], done: list[StepOutcome]) -> dict[str, Any]:

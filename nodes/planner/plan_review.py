@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from phasegraph.nodes.emit import Emitter, reports_errors
@@ -15,7 +15,8 @@ from phasegraph.nodes.planner.context import PlannerContext
 from phasegraph.nodes.planner.ledger import record_error
 from phasegraph.nodes.planner.prompts import REVIEW_PROMPT
 from phasegraph.nodes.planner.schemas import PlanVerdict
-from phasegraph.nodes.planner.state import Plan, PlannerState, meta, public_plan
+from phasegraph.nodes.planner.state import Plan, PlannerState, meta, model_position, public_plan
+from phasegraph.nodes.planner.transcript import tool_answer
 
 OPERATION = "plan_review"
 #: What a plan's stored status becomes after each verdict.
@@ -37,6 +38,7 @@ async def review_plan(state: PlannerState, runtime: Runtime[PlannerContext]) -> 
         profile="quality",
         operation=OPERATION,
         execution_mode="agent_review",
+        position=model_position(state),
     )
     update: dict[str, Any] = {"model_calls": asked.model_calls, "usage": asked.usage}
     if asked.value is None:  # no usable verdict: the plan is not run unreviewed
@@ -70,8 +72,11 @@ async def review_plan(state: PlannerState, runtime: Runtime[PlannerContext]) -> 
         "plan": public_plan(plan),
         "message": "Not run. Revise the plan (agent_create_plan again) or answer the user.",
     }
-    message = ToolMessage(json.dumps(payload), tool_call_id=plan["call_id"], name="agent_create_plan")
-    return update | {"plan": None, "messages": [message]}
+    text, call = json.dumps(payload), {"id": plan["call_id"], "name": "agent_create_plan"}
+    why = f"not run: the reviewer's verdict is {verdict.verdict}"
+    message = tool_answer(call, text, show_output=context.show_tool_outputs, error=why)
+    outputs = {**(state.get("tool_outputs") or {}), plan["call_id"]: text}
+    return update | {"plan": None, "messages": [message], "tool_outputs": outputs}
 
 
 async def route_after_review(state: PlannerState) -> Literal["approved", "sent_back"]:

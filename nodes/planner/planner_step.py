@@ -24,7 +24,8 @@ from phasegraph.nodes.planner.prompts import (
     SYSTEM_PROMPT,
     virtual_tool_schemas,
 )
-from phasegraph.nodes.planner.state import PendingCall, PlannerState, meta
+from phasegraph.nodes.planner.state import PendingCall, PlannerState, meta, model_position
+from phasegraph.nodes.planner.transcript import session
 from phasegraph.nodes.prompts import ARGS_TOO_LARGE
 from phasegraph.nodes.streaming import reply_message
 from phasegraph.nodes.structured import hit_token_limit
@@ -48,7 +49,7 @@ async def call_planner(state: PlannerState, runtime: Runtime[PlannerContext]) ->
     emitter.emit(AgentState, state="thinking", **fields)
     tools = [*context.registry().schemas(), *virtual_tool_schemas()] if len(context.registry()) else []
     profile = context.session_profile
-    model, name = context.profile_model(profile, state["model_calls"])
+    model, name = context.profile_model(profile, *model_position(state))
     bound = model.bind_tools(tools) if tools else model
     reply: AIMessageChunk | None = None
     started, timed_out = time.perf_counter(), False
@@ -105,7 +106,7 @@ def _prompt(context: PlannerContext, state: PlannerState, has_tools: bool) -> li
         call = f"{confirming['name']}({json.dumps(confirming['args'])})"
         notes.append(PENDING_CONFIRMATION_NOTE.format(call=call))
     system = SystemMessage(SYSTEM_PROMPT.format(guidance="\n\n".join(notes)))
-    return [system, *state["messages"]]
+    return [system, *session(state["messages"], state.get("tool_outputs") or {})]
 
 
 def _calls(message: AIMessage, max_chars: int) -> list[PendingCall]:

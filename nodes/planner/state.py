@@ -9,6 +9,7 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from phasegraph.nodes.answers import GatheredResult
+from phasegraph.nodes.conversation import user_turn
 
 ExecutionMode = Literal["auto_execute", "draft_only", "agent_review"]
 Stop = Literal["", "tool_cap", "watchdog", "confirm", "plan", "run_plan"]
@@ -56,6 +57,7 @@ class StepOutcome(TypedDict):
     tool: str
     status: Literal["ok", "error", "skipped"]
     text: str
+    args: NotRequired[dict[str, Any]]  # the arguments it ran with (references resolved)
 
 
 class TurnUsage(TypedDict):
@@ -93,7 +95,8 @@ class PlannerState(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
     context_type: str  # the turn's context type (events the server adds read it back)
     turn: int  # turns of this thread so far, this one included
-    model_calls: int  # model calls of the thread (positions a scripted model; keys usage rows)
+    model_calls: int  # model calls of the thread (keys usage rows)
+    turn_first_call: int  # model_calls when this turn started (a scripted model counts from it)
     elapsed: float  # active seconds of this turn (pauses do not count)
     pending: list[PendingCall]  # tool calls of the planner's last step
     tool_calls_used: int  # calls of this turn counted against max_tool_calls
@@ -110,6 +113,9 @@ class PlannerState(TypedDict):
     answer: str
     review_outcomes: dict[str, int]  # plan_review verdicts of the thread, counted
     errors_logged: int  # error rows this turn (their keys)
+    #: What the model reads as each tool call's result, by call id (the thread's messages show the
+    #: output only when show_tool_outputs is on; the planner's session always reads it).
+    tool_outputs: dict[str, str]
 
 
 class PlanRunState(TypedDict):
@@ -121,11 +127,17 @@ class PlanRunState(TypedDict):
     results: list[GatheredResult]
     elapsed: float
     errors_logged: int
+    tool_outputs: dict[str, str]
 
 
 def public_plan(plan: Plan) -> dict[str, Any]:
     """A plan as events and tool results show it (the call id is internal)."""
     return {key: value for key, value in plan.items() if key != "call_id"}
+
+
+def model_position(state: PlannerState) -> tuple[int, int]:
+    """Where a scripted model stands: the call index within this user message, and which message it is."""
+    return state["model_calls"] - state.get("turn_first_call", 0), user_turn(state["messages"])
 
 
 def meta(state: PlannerState | PlanRunState, context_type: str) -> dict[str, Any]:

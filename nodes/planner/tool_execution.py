@@ -13,6 +13,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.runtime import Runtime
 
 from phasegraph.nodes.answers import GatheredResult
+from phasegraph.nodes.conversation import result_message
 from phasegraph.nodes.emit import Emitter, reports_errors
 from phasegraph.nodes.events import AgentState
 from phasegraph.nodes.planner.clock import TurnClock
@@ -26,6 +27,7 @@ from phasegraph.nodes.planner.prompts import (
     WATCHDOG_NOTE,
 )
 from phasegraph.nodes.planner.state import PendingCall, PlannerState, Stop, meta
+from phasegraph.nodes.planner.transcript import not_run
 from phasegraph.nodes.tool_calls import execute_tool_call
 from phasegraph.tools import ToolResult
 from phasegraph.tools.planning import is_destructive
@@ -40,6 +42,7 @@ async def run_tools(state: PlannerState, runtime: Runtime[PlannerContext]) -> di
     registry = context.registry()
     used, stop = state["tool_calls_used"], state["stop"]
     messages: list[ToolMessage] = []
+    outputs = dict(state.get("tool_outputs") or {})
     results: list[GatheredResult] = []
     errors = state["errors_logged"]
     update: dict[str, Any] = {}
@@ -86,7 +89,8 @@ async def run_tools(state: PlannerState, runtime: Runtime[PlannerContext]) -> di
             )
         if gated:
             update["pending_confirmation"] = None  # the confirmed call ran
-        messages.append(ToolMessage(result.as_text(), tool_call_id=call["id"], name=call["name"]))
+        outputs[call["id"]] = result.as_text()
+        messages.append(result_message(dict(call), result, show_output=context.show_tool_outputs))
         results.append(
             GatheredResult(name=call["name"], args=call["args"], status=result.status, text=result.as_text())
         )
@@ -98,6 +102,7 @@ async def run_tools(state: PlannerState, runtime: Runtime[PlannerContext]) -> di
         "stop": stop,
         "elapsed": clock.elapsed,
         "errors_logged": errors,
+        "tool_outputs": outputs,
     }
 
 
@@ -152,4 +157,5 @@ async def _run(
 
 
 def _answer(call: PendingCall, text: str) -> ToolMessage:
-    return ToolMessage(text, tool_call_id=call["id"], name=call["name"] or "unknown")
+    """A call that did not run (a guardrail, a confirmation, a broken call), or a meta-tool's refusal."""
+    return not_run(call, text)

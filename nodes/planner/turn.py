@@ -14,7 +14,7 @@ from phasegraph.nodes.planner.context import PlannerContext
 from phasegraph.nodes.planner.guidance import GUIDANCE
 from phasegraph.nodes.planner.ledger import public_usage, record_call, record_error, session_id
 from phasegraph.nodes.planner.prompts import CLARIFYING_QUESTION, VIRTUAL_TOOLS
-from phasegraph.nodes.planner.state import PlannerState, meta, no_usage, public_plan
+from phasegraph.nodes.planner.state import PlannerState, meta, model_position, no_usage, public_plan
 
 #: Characters of the previous answer a turn's ``last_turn_context`` repeats.
 SUMMARY_CHARS = 240
@@ -52,6 +52,7 @@ async def start_turn(state: PlannerState, runtime: Runtime[PlannerContext]) -> d
         "context_type": context.context_type,
         "turn": turn,
         "model_calls": state.get("model_calls", 0),
+        "turn_first_call": state.get("model_calls", 0),
         "elapsed": 0.0,
         "pending": [],
         "tool_calls_used": 0,
@@ -68,6 +69,7 @@ async def start_turn(state: PlannerState, runtime: Runtime[PlannerContext]) -> d
         "answer": "",
         "review_outcomes": state.get("review_outcomes", {}),
         "errors_logged": 0,
+        "tool_outputs": state.get("tool_outputs") or {},
     }
 
 
@@ -82,7 +84,7 @@ async def clarify(state: PlannerState, runtime: Runtime[PlannerContext]) -> dict
     """Ask what the user wants, without a model call (recorded as a zero-token usage row)."""
     context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
     profile = context.session_profile
-    _, model = context.profile_model(profile, state["model_calls"])
+    _, model = context.profile_model(profile, *model_position(state))
     await record_call(
         context,
         state["usage"],

@@ -1,0 +1,140 @@
+"""The planner holds a conversation: later messages continue the thread, each turn with fresh budgets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from phasegraph.graphs.run import RunResult, run
+from phasegraph.nodes.trace import MemoryTraceStore
+from phasegraph.tools.planning import LedgerFilter, open_planning
+from tests.graphs.chat_shape import HIDDEN, calls_answered, check_shape, shape, thread_messages, turns
+from tests.helpers import kinds, scripted, turn
+
+MESSAGES = ["Set up the Spring Launch project", "What tasks does it have?", "Add a press kit task", "Health?"]
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> str:
+    return f"sqlite:{tmp_path / 'planner.db'}"
+
+
+async def say(message: str, saver: InMemorySaver, database: str, **fields: Any) -> RunResult:
+    fields.setdefault("model", "scripted:demo")
+    return await run(
+        "planner", message, checkpointer=saver, thread_id="t", database=database,
+        traces=MemoryTraceStore(), **fields,
+    )  # fmt: skip
+
+
+async def test_the_demo_answers_four_messages_each_with_its_own_tool_budget(database):
+    saver = InMemorySaver()
+    # the first turn makes 2 tool calls (its plan's steps aside), each later one 1: 5 in all, 2 per turn
+    results = [await say(m, saver, database, max_tool_calls=2) for m in MESSAGES]
+    for result in results:
+        assert result.error is None and result.final is not None and not result.final.fallback
+        assert "budget_exhausted" not in kinds(result)
+    assert "Spring Launch" in results[1].final.answer and "press kit" in results[2].final.answer
+    messages = await thread_messages("planner", saver)
+    check_shape(messages, shown=False)
+    assert [shape(t) for t in turns(messages)] == [
+        ["human", "ai[list_templates]", "tool:list_templates:success", "ai[agent_create_plan]",
+         "tool:agent_create_plan:success",
+         "ai[list_templates,create_project,publish_context_document]",
+         "tool:list_templates:success", "tool:create_project:success",
+         "tool:publish_context_document:success", "ai"],
+        ["human", "ai[list_tasks]", "tool:list_tasks:success", "ai"],
+        ["human", "ai[create_task]", "tool:create_task:success", "ai"],
+        ["human", "ai[audit_project]", "tool:audit_project:success", "ai"],
+    ]  # fmt: skip
+    assert [m.text for m in messages if isinstance(m, HumanMessage)] == MESSAGES
+    answers = [m.text for m in messages if isinstance(m, AIMessage) and not m.tool_calls]
+    assert answers == [r.final.answer for r in results]
+    # usage rows are counted across the thread: every model call of every turn has its own index
+    store = open_planning(database)
+    try:
+        rows = (await store.ledger.usage(LedgerFilter())).rows
+    finally:
+        await store.close()
+    assert sorted(r.call_index for r in rows) == list(range(4 + 2 + 2 + 2))
+
+
+async def test_tool_outputs_are_in_the_thread_only_when_shown(database):
+    saver = InMemorySaver()
+    for message in MESSAGES[:2]:
+        await say(message, saver, database, show_tool_outputs=True)
+    answers = check_shape(await thread_messages("planner", saver), shown=True)
+    listed = next(a for a in answers if a.name == "list_tasks")
+    assert json.loads(listed.text)["tasks"][0]["title"] == "Write the positioning statement"
+    plan = next(a for a in answers if a.name == "agent_create_plan")
+    assert json.loads(plan.text)["status"] == "completed"  # the summary the planner read
+
+
+async def test_the_model_reads_every_earlier_result_in_full_and_no_plan_step_twice(database):
+    saver = InMemorySaver()
+    steps = [
+        {"id": "s1", "tool": "list_templates", "args": {}, "rationale": "", "depends_on": []},
+        {"id": "s2", "tool": "create_project", "args": {"name": "Orbit", "template_id": "product-launch"},
+         "rationale": "", "depends_on": []},
+    ]  # fmt: skip
+    model = scripted(
+        turn("Looking. ", ("list_templates", {"query": "launch"})),
+        turn("", ("agent_create_plan", {"objective": "Set up Orbit"})),
+        turn("", ("PlanDraft", {"reasoning": "in order", "steps": steps})),
+        turn("Orbit is set up."),
+        turn("", ("list_tasks", {"project_id": "orbit"})),
+        turn("Five tasks."),
+    )
+    await say("Set up Orbit", saver, database, model=None, chat_model=model)
+    second = await say("Which tasks?", saver, database, model=None, chat_model=model)
+    assert second.final.answer == "Five tasks."
+    last = model.prompts[-1]
+    assert calls_answered(last) and not any(m.name == "plan_executor" for m in last)
+    results = {m.tool_call_id: m.text for m in last if isinstance(m, ToolMessage)}
+    assert HIDDEN not in "".join(results.values())
+    assert json.loads(results["call_1_1"])["templates"][0]["template_id"] == "product-launch"
+    assert json.loads(results["call_2_1"])["status"] == "completed"
+    assert json.loads(results["call_5_1"])["tasks"][0]["project_id"] == "orbit"
+    assert [m.text for m in last if isinstance(m, HumanMessage)] == ["Set up Orbit", "Which tasks?"]
+    # the thread shows the executor's calls; a step's call id is unique in the thread
+    messages = await thread_messages("planner", saver)
+    check_shape(messages, shown=False)
+    [executed] = [m for m in messages if isinstance(m, AIMessage) and m.name == "plan_executor"]
+    assert [c["name"] for c in executed.tool_calls] == ["list_templates", "create_project"]
+
+
+async def test_a_follow_up_after_an_answered_confirmation_continues_the_thread(database, tmp_path):
+    store = open_planning(database)
+    await store.ensure_schema()
+    await store.domain.create_project("default", "Orbit", "product-launch")
+    await store.close()
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({
+        "turns": [turn("Archiving needs your yes. ", ("archive_project", {}))],
+        "follow_ups": [
+            [turn("", ("archive_project", {})), turn("Archived.")],
+            [turn("", ("list_projects", {"status": "archived"})), turn("Orbit is archived.")],
+        ],
+    }))  # fmt: skip
+    saver = InMemorySaver()
+    fields = {"model": f"scripted:{script}", "context_type": "project", "entity_id": "orbit"}
+    first = await say("Archive Orbit", saver, database, **fields)
+    assert "yes or no" in first.final.answer
+    second = await say("yes", saver, database, **fields)  # the interrupt's answer
+    assert second.final.answer == "Archived." and second.error is None
+    third = await say("Is it archived?", saver, database, **fields)
+    assert third.final.answer == "Orbit is archived."
+    messages = await thread_messages("planner", saver)
+    check_shape(messages, shown=False)
+    assert [shape(t) for t in turns(messages)] == [
+        ["human", "ai[archive_project]", "tool:archive_project:error", "ai"],
+        ["human", "ai[archive_project]", "tool:archive_project:success", "ai"],
+        ["human", "ai[list_projects]", "tool:list_projects:success", "ai"],
+    ]
+    refused = next(m for m in messages if isinstance(m, ToolMessage))
+    assert "confirmation" in refused.text

@@ -31,8 +31,15 @@ $(STUDIO_VENV)/bin/langgraph: pyproject.toml
 demo: $(BIN)/phasegraph
 	$(BIN)/phasegraph run triggered_phase "Summarise the roadmap in the docs folder."
 
+# The real JS clients the suite drives (tests/server/test_js_*.py), exactly as tests/js/package-lock.json
+# pins them; `npm ci` again whenever the lockfile changes. No install scripts run (none is needed).
+JS_CI := tests/js/node_modules/.ci
+$(JS_CI): tests/js/package-lock.json
+	cd tests/js && npm ci --ignore-scripts --no-audit --no-fund
+	@touch $@
+
 # The suite runs `make bench QUICK=1` once (tests/test_bench.py), so it needs the bench extra too.
-test: $(VENV)/.dev $(VENV)/.bench $(STUDIO_VENV)/bin/langgraph
+test: $(VENV)/.dev $(VENV)/.bench $(STUDIO_VENV)/bin/langgraph $(JS_CI)
 	$(BIN)/pytest -q --durations=30
 
 lint: $(VENV)/.dev

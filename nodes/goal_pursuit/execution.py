@@ -7,6 +7,7 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 
 from phasegraph.nodes.answers import GatheredResult, format_args
+from phasegraph.nodes.conversation import call_message, refused_message, result_message, user_turn
 from phasegraph.nodes.emit import Emitter, reports_errors
 from phasegraph.nodes.events import DuplicateToolCall, PhaseEnd, PhaseStart
 from phasegraph.nodes.goal_pursuit.context import GoalPursuitContext
@@ -19,6 +20,8 @@ from phasegraph.tools import ToolResult
 #: Characters of a tool result the finished-task line keeps.
 TASK_RESULT_CHARS = 200
 ALREADY_RAN = "not run again: the same call already ran this turn (its result is above)"
+#: What the thread shows for that call.
+DUPLICATE_NOTE = "{name} did not run: the same call already ran this turn."
 
 
 @reports_errors
@@ -36,7 +39,9 @@ async def execute_action(state: GoalPursuitState, runtime: Runtime[GoalPursuitCo
     emitter.trace("orchestration_phase_start", **meta)
     registry = context.registry()
     signature = registry.signature(plan.tool, plan.params, context.project_id)
-    if signature in state["executed"]:
+    call = {"id": call_id(state, step), "name": plan.tool, "args": plan.params}
+    duplicate = signature in state["executed"]
+    if duplicate:
         emitter.emit(
             DuplicateToolCall,
             name=plan.tool,
@@ -48,7 +53,6 @@ async def execute_action(state: GoalPursuitState, runtime: Runtime[GoalPursuitCo
         )
         result = ToolResult(status="error", error=ALREADY_RAN)
     else:
-        call = {"id": f"step_{step}", "name": plan.tool, "args": plan.params}
         result = await execute_tool_call(context, emitter, registry, call, signature, meta)
     text = result.as_text()
     reason = "executed" if result.status == "ok" else "tool_error"
@@ -57,7 +61,13 @@ async def execute_action(state: GoalPursuitState, runtime: Runtime[GoalPursuitCo
     assessment = PursuitAssessment.model_validate(state["assessment"])
     task = f"{plan.tool}({format_args(plan.params)}) [{result.status}]: {text[:TASK_RESULT_CHARS]}"
     assessment.finished_tasks.append(task)
+    answer = (
+        refused_message(call, DUPLICATE_NOTE.format(name=plan.tool))
+        if duplicate
+        else result_message(call, result, show_output=context.show_tool_outputs)
+    )
     return opened | {
+        "messages": [call_message([call]), answer],
         "results": [
             *state["results"],
             GatheredResult(name=plan.tool, args=plan.params, status=result.status, text=text),
@@ -76,6 +86,12 @@ async def execute_action(state: GoalPursuitState, runtime: Runtime[GoalPursuitCo
         "approved": None,
         "exit": "",
     }
+
+
+def call_id(state: GoalPursuitState, step: int) -> str:
+    """The id of the turn's ``step``-th call, unique in the thread (later user messages add their number)."""
+    turn = user_turn(state["messages"])
+    return f"m{turn + 1}_step_{step}" if turn else f"step_{step}"
 
 
 async def route_after_execution(

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
+from phasegraph.nodes.conversation import dialogue, turn_messages, user_turn
 from phasegraph.nodes.emit import Emitter
 from phasegraph.nodes.events import ContextUpdate, PhaseEnd, PhaseStart
 from phasegraph.nodes.goal_pursuit.context import GoalPursuitContext
@@ -43,9 +44,10 @@ async def run_phase(
     emitter.emit(PhaseStart, **meta)
     emitter.trace("orchestration_phase_start", **meta)
     prompt = context.templates().render(phase, prompt_variables(state, context))
+    turn = user_turn(state["messages"])
     answer = await ask_structured(
-        lambda n: context.resolve_model(state["model_calls"] + n),
-        [SystemMessage(prompt), HumanMessage(state["goal"])],
+        lambda n: context.resolve_model(state["model_calls"] + n, turn),
+        [SystemMessage(prompt), *earlier_turns(state["messages"]), HumanMessage(state["goal"])],
         schema,
         method=context.structured_output,
         check=check,
@@ -64,6 +66,14 @@ async def run_phase(
     )
     emitter.trace("orchestration_phase_end", answer=answer.value.model_dump(mode="json"), **meta)
     return answer.value, update | {"model_calls": state["model_calls"] + answer.calls}
+
+
+def earlier_turns(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The thread's earlier turns as every phase reads them: the user's messages and the answers.
+
+    The current goal follows them; what the tools returned is in the context and the assessment.
+    """
+    return dialogue(messages[: len(messages) - len(turn_messages(messages))])
 
 
 def prompt_variables(state: GoalPursuitState, context: GoalPursuitContext) -> dict[str, Any]:

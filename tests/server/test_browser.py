@@ -812,13 +812,16 @@ def test_page_sends_the_planner_settings(servers: Any, tmp_path: Path) -> None:
         expect(page.locator("#chat [data-testid='answer']")).to_have_count(2, timeout=WAIT)
         assert bodies[-1]["settings"] == {"context_type": "project", "entity_id": "p-7"}
 
-        # Another protocol: the inputs go away, and nothing of them is sent.
+        # Another protocol: the inputs go away, and nothing of them is sent. A thread holds one protocol's
+        # conversation, so the other protocol starts a new thread.
         page.locator("#protocol").select_option("xml_contract")
         expect(fieldset).to_be_hidden()
+        expect(page.locator("#chat [data-testid='answer']")).to_have_count(0)
         send(page, "And now?")
-        expect(page.locator("#chat [data-testid='answer']")).to_have_count(3, timeout=WAIT)
+        expect(page.locator("#chat [data-testid='answer']")).to_have_count(1, timeout=WAIT)
         assert "settings" not in bodies[-1]
         assert [body["message"] for body in bodies] == ["Audit it.", "Again.", "And now?"]
+        assert bodies[0]["threadId"] == bodies[1]["threadId"] != bodies[2]["threadId"]
 
         # The choices are remembered with the other run settings.
         page.reload()

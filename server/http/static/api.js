@@ -14,7 +14,7 @@ export function useProject(source) {
   readProject = source;
 }
 
-/** A request or thread route names its project, so the same id in another project is never meant. */
+/** A native request or thread route names its project, so the same id in another project is never meant. */
 function scoped(path) {
   const project = readProject();
   if (!project || !/^\/api\/(requests|threads)\//.test(path)) return path;
@@ -29,11 +29,17 @@ export class HttpError extends Error {
   }
 }
 
-function headers(json) {
+// The LangGraph API's routes (/threads/..., /assistants/...) take the project from a header instead.
+const PROJECT_HEADER = "X-Phasegraph-Project";
+const langgraphApi = (path) => /^\/(threads|assistants|runs)(\/|$)/.test(path);
+
+function headers(json, path) {
   const result = {};
   if (json) result["Content-Type"] = "application/json";
   const token = readToken();
   if (token) result.Authorization = `Bearer ${token}`;
+  const project = readProject();
+  if (project && path && langgraphApi(path)) result[PROJECT_HEADER] = project;
   return result;
 }
 
@@ -77,11 +83,11 @@ export async function readError(response) {
   return { status: response.status, message: messageOf(body, text, response), body };
 }
 
-/** A JSON call; throws HttpError with the server's message when the answer is not 2xx. */
-export async function api(method, path, body) {
+/** A JSON call answering {body, next}: next is the URL its Link header names as rel="next" (or null). */
+export async function apiPage(method, path, body) {
   const response = await fetch(scoped(path), {
     method,
-    headers: headers(body !== undefined),
+    headers: headers(body !== undefined, path),
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   if (!response.ok) {
@@ -89,7 +95,13 @@ export async function api(method, path, body) {
     throw new HttpError(error.status, error.message, error.body);
   }
   const text = await response.text();
-  return text ? JSON.parse(text) : null;
+  const link = /<([^>]*)>\s*;\s*rel="next"/.exec(response.headers.get("Link") || "");
+  return { body: text ? JSON.parse(text) : null, next: link ? link[1] : null };
+}
+
+/** A JSON call; throws HttpError with the server's message when the answer is not 2xx. */
+export async function api(method, path, body) {
+  return (await apiPage(method, path, body)).body;
 }
 
 export function enc(value) {
@@ -113,7 +125,7 @@ export function newId() {
 export function postStream(path, body, signal) {
   return fetch(scoped(path), {
     method: "POST",
-    headers: { ...headers(true), Accept: "text/event-stream" },
+    headers: { ...headers(true, path), Accept: "text/event-stream" },
     body: JSON.stringify(body),
     signal,
   });

@@ -120,6 +120,17 @@ export function startTurn(label) {
   return body;
 }
 
+/** The chat was redrawn (another thread opened): nothing of the old stream's turn is written to any more. */
+export function forgetTurn() {
+  endText();
+  current.turn = null;
+  current.tools = new Map();
+  current.phase = null;
+  current.blocks = new Map();
+  current.plans = new Map();
+  current.agentState = null;
+}
+
 /** Rename the current assistant message (the request went to another route than planned). */
 export function relabelTurn(label) {
   const who = current.turn && current.turn.parentElement.querySelector(".who");

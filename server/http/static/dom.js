@@ -25,6 +25,9 @@ export const els = {
   checkpointsButton: $("checkpoints-button"),
   checkpoints: $("checkpoints"),
   checkpointsThread: $("checkpoints-thread"),
+  threads: $("threads"),
+  newThread: $("new-thread"),
+  threadsNotice: $("threads-notice"),
 };
 
 /** A new element; text goes in as textContent, never as HTML. */

@@ -1,6 +1,7 @@
-// The side panels: a request's trace and a thread's checkpoint timeline (with a Fork per row).
+// The side panels: a request's trace and the open thread's checkpoint timeline, every turn of it
+// (with a Fork per row; older pages on demand).
 
-import { api, enc } from "./api.js";
+import { api, apiPage, enc } from "./api.js";
 import { el, els } from "./dom.js";
 
 function shortJson(value, max) {
@@ -59,6 +60,7 @@ function forkButton(row, onFork) {
 
 function checkpointRow(row, onFork) {
   const tr = el("tr", "checkpoint-row");
+  if (!row.node) tr.classList.add("turn-start"); // the input of a turn (or of a fork) starts a run
   tr.dataset.checkpointId = row.checkpointId;
   tr.dataset.testid = "checkpoint-row";
   tr.title = `${row.checkpointId}${row.createdAt ? `\n${row.createdAt}` : ""}`;
@@ -87,23 +89,65 @@ function checkpointTable(rows, onFork) {
   return table;
 }
 
+// Checkpoints per page of the timeline (the server's default is 50, its most 500).
+const PAGE = 200;
+// Which load is the latest: an older one that answers late draws nothing.
+let loads = 0;
+
+/** A button that puts the next, older page of the timeline above the rows shown. */
+function olderButton(next, onFork, table) {
+  const button = el("button", "older", "Older checkpoints…");
+  button.type = "button";
+  button.dataset.testid = "older-checkpoints";
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try {
+      const page = await apiPage("GET", next);
+      table.tBodies[0].prepend(...page.body.map((row) => checkpointRow(row, onFork)));
+      if (page.next) button.replaceWith(olderButton(page.next, onFork, table));
+      else button.remove();
+    } catch (err) {
+      button.replaceWith(el("p", "note error", `older checkpoints failed: ${err.message}`));
+    }
+  });
+  return button;
+}
+
 /**
- * Load the thread's checkpoint timeline into its panel; a row's Fork button calls
- * onFork(checkpointId). Returns true when the table was drawn.
+ * Load the thread's checkpoint timeline (all its turns, newest page) into its panel; a row's Fork
+ * button calls onFork(checkpointId). Returns true when the table was drawn.
  */
 export async function loadCheckpoints(threadId, onFork) {
-  if (!threadId) return false;
-  els.checkpointsThread.textContent = `· ${threadId}`;
-  els.checkpoints.replaceChildren(el("p", "hint", "loading…"));
-  let rows;
-  try {
-    rows = await api("GET", `/api/threads/${enc(threadId)}/checkpoints`);
-  } catch (err) {
-    els.checkpoints.replaceChildren(el("p", "note error", `checkpoints failed: ${err.message}`));
+  if (!threadId) {
+    clearCheckpoints();
     return false;
   }
-  els.checkpoints.replaceChildren(checkpointTable(rows, onFork));
+  const load = ++loads;
+  els.checkpointsThread.textContent = `· ${threadId}`;
+  els.checkpoints.replaceChildren(el("p", "hint", "loading…"));
+  let page;
+  try {
+    page = await apiPage("GET", `/api/threads/${enc(threadId)}/checkpoints?limit=${PAGE}`);
+  } catch (err) {
+    if (load !== loads) return false;
+    const none = err.status === 404; // no run on the thread yet
+    els.checkpoints.replaceChildren(
+      none ? el("p", "hint", "no checkpoints yet") : el("p", "note error", `checkpoints failed: ${err.message}`),
+    );
+    return false;
+  }
+  if (load !== loads) return false;
+  const table = checkpointTable(page.body, onFork);
+  els.checkpoints.replaceChildren(table);
+  if (page.next) els.checkpoints.prepend(olderButton(page.next, onFork, table));
   return true;
+}
+
+/** Empty the timeline (no thread is open). */
+export function clearCheckpoints() {
+  loads++;
+  els.checkpointsThread.textContent = "";
+  els.checkpoints.replaceChildren(el("p", "hint", "A new thread: its checkpoints show here after its first message."));
 }
 
 /** Fork buttons work only while nothing streams, and never on a checkpoint that ended the run. */

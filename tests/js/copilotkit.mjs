@@ -1,25 +1,13 @@
-// @copilotkit/runtime in-process: a CopilotRuntime (v2) with two agents for one protocol, its
-// LangGraphAgent pointed at phasegraph's LangGraph API and an AG-UI HttpAgent pointed at /ag-ui/...,
-// served by the runtime's own fetch handler. Each is driven as CopilotKit's frontend drives it: an AG-UI
-// HttpAgent posting to the runtime's /agent/{name}/run (its fetch calls the handler directly, no socket),
-// two turns each.
-// Usage: node copilotkit.mjs URL [PROTOCOL ...]   (prints one JSON report; see lib.mjs)
+// CopilotKit's runtime (examples/copilotkit-runtime.mjs, started by the test on its own port, pointed at
+// `phasegraph serve`) driven as CopilotKit's frontend drives it: an AG-UI HttpAgent posting to the
+// runtime's /agent/{name}/run, two turns on one thread, for each protocol through the runtime's
+// LangGraphAgent (agent "<protocol>") and its AG-UI HttpAgent (agent "<protocol>-ag-ui").
+// Usage: node copilotkit.mjs RUNTIME_URL [PROTOCOL ...]   (prints one JSON report; see lib.mjs)
 import { randomUUID } from "node:crypto";
 
 import { HttpAgent } from "@ag-ui/client";
-import { LangGraphAgent } from "@copilotkit/runtime/langgraph";
-import { CopilotRuntime, createCopilotRuntimeHandler } from "@copilotkit/runtime/v2";
 
 import { FIRST, PROTOCOLS, SECOND, brief, done, step, url } from "./lib.mjs";
-
-const agents = {};
-for (const protocol of PROTOCOLS) {
-  agents[`langgraph-${protocol}`] = new LangGraphAgent({ deploymentUrl: url, graphId: protocol });
-  agents[`ag-ui-${protocol}`] = new HttpAgent({ url: `${url}/ag-ui/${protocol}` });
-}
-const runtime = new CopilotRuntime({ agents });
-const handler = createCopilotRuntimeHandler({ runtime, basePath: "/api/copilotkit", activateChannels: false });
-const inProcess = (input, init) => handler(new Request(input, init));
 
 /** One turn through the runtime, as the frontend's agent sees it. */
 async function turn(agent, content) {
@@ -45,14 +33,11 @@ async function turn(agent, content) {
   return { ...seen, messages: agent.messages.map(brief) };
 }
 
-for (const name of Object.keys(agents)) {
-  const frontend = new HttpAgent({
-    url: `http://copilotkit.invalid/api/copilotkit/agent/${name}/run`,
-    threadId: randomUUID(),
-    fetch: inProcess,
-  });
-  const protocol = name.replace(/^(langgraph|ag-ui)-/, "");
-  await step(`${name}.turn1`, () => turn(frontend, FIRST[protocol]));
-  await step(`${name}.turn2`, () => turn(frontend, SECOND));
+for (const protocol of PROTOCOLS) {
+  for (const name of [protocol, `${protocol}-ag-ui`]) {
+    const frontend = new HttpAgent({ url: `${url}/agent/${name}/run`, threadId: randomUUID() });
+    await step(`${name}.turn1`, () => turn(frontend, FIRST[protocol]));
+    await step(`${name}.turn2`, () => turn(frontend, SECOND));
+  }
 }
 done();

@@ -1,36 +1,78 @@
-"""``@copilotkit/runtime`` (tests/js/copilotkit.mjs, the version pinned in tests/js) in-process: a v2
-``CopilotRuntime`` whose agents are its ``LangGraphAgent`` pointed at phasegraph's LangGraph API and an
-AG-UI ``HttpAgent`` pointed at ``/ag-ui/...``, each driven through the runtime's own handler as
-CopilotKit's frontend drives it, two turns on one thread."""
+"""``@copilotkit/runtime`` (the version pinned in tests/js): the runtime of docs/clients.md
+(tests/js/examples/copilotkit-runtime.mjs) runs as its own Node server pointed at ``phasegraph serve``, with
+each protocol as a ``LangGraphAgent`` (phasegraph's LangGraph API) and as an AG-UI ``HttpAgent``; it is
+driven as CopilotKit's frontend drives it (tests/js/copilotkit.mjs: an AG-UI ``HttpAgent`` posting to the
+runtime's ``/agent/{name}/run``), two turns on one thread through each adapter."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import time
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
-from tests.server.conftest import demo_server
-from tests.server.js import SECOND, Report, run_script
+from tests.server.conftest import demo_server, free_port
+from tests.server.js import JS, NODE, QUIET, SECOND, Report, installed, run_script
 from tests.server.test_js_sdk import FIRST
 
 #: triggered_phase, and the planner (whose follow-up turns once failed everywhere).
 PROTOCOLS = ("triggered_phase", "planner")
-AGENTS = [(f"{adapter}-{protocol}", protocol) for protocol in PROTOCOLS for adapter in ("langgraph", "ag-ui")]
+AGENTS = [(name, protocol) for protocol in PROTOCOLS for name in (protocol, f"{protocol}-ag-ui")]
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Report]:
+def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The CopilotKit runtime's endpoint, its agents on a demo ``phasegraph serve``."""
+    installed()
     with demo_server(tmp_path_factory, "js-copilotkit") as server:
-        yield run_script("copilotkit.mjs", server.url, *PROTOCOLS)
+        port = free_port()
+        log = tmp_path_factory.mktemp("copilotkit-runtime") / "runtime.log"
+        env = {**os.environ, **QUIET, "PHASEGRAPH_URL": server.url, "PORT": str(port)}
+        with log.open("wb") as out:
+            command = [NODE, "examples/copilotkit-runtime.mjs"]
+            process = subprocess.Popen(command, cwd=JS, env=env, stdout=out, stderr=subprocess.STDOUT)
+        endpoint = f"http://127.0.0.1:{port}/api/copilotkit"
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                assert process.poll() is None, f"the runtime exited:\n{log.read_text()}"
+                assert time.monotonic() < deadline, f"the runtime did not come up:\n{log.read_text()}"
+                try:
+                    if httpx.get(f"{endpoint}/info", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.2)
+            yield endpoint
+        finally:
+            process.terminate()
+            process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def report(runtime: str) -> Report:
+    return run_script("copilotkit.mjs", runtime, *PROTOCOLS)
+
+
+def test_the_runtime_lists_every_protocol_through_both_adapters(runtime: str) -> None:
+    agents = httpx.get(f"{runtime}/info", timeout=10).json()["agents"]
+    protocols = ("triggered_phase", "unified", "goal_pursuit", "agent_network", "xml_contract", "planner")
+    assert set(agents) == {name for p in protocols for name in (p, f"{p}-ag-ui")}
 
 
 @pytest.mark.parametrize(("agent", "protocol"), AGENTS)
 def test_two_turns_through_the_runtime(report: Report, agent: str, protocol: str) -> None:
+    previous: list[dict[str, str]] = []
     for number in (1, 2):
         turn = report.ok(f"{agent}.turn{number}")
         assert turn["errors"] == [] and turn["outcome"] == "success", (turn["errors"], turn["outcome"])
         assert turn["texts"] and turn["texts"][-1], turn["types"]
-        assert "TOOL_CALL_START" in turn["types"], "no tool call reached the frontend"
-        users = [m["text"] for m in turn["messages"] if m["type"] == "user"]
-        assert users == [FIRST[protocol], SECOND][:number]
-        assert turn["messages"][-1]["type"] == "assistant" and turn["messages"][-1]["text"]
+        assert turn["tool_calls"], "no tool call reached the frontend"
+        messages = turn["messages"]
+        assert [m["text"] for m in messages if m["type"] == "user"] == [FIRST[protocol], SECOND][:number]
+        assert messages[: len(previous)] == previous  # turn 1 stays as the frontend showed it
+        assert messages[-1]["type"] == "assistant" and messages[-1]["text"] == turn["texts"][-1]
+        assert any(m["type"] == "tool" for m in messages[len(previous) :])
+        previous = messages

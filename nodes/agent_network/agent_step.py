@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any, Literal
+from uuid import NAMESPACE_URL, uuid5
 
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
@@ -13,6 +14,7 @@ from phasegraph.nodes.agent_network.network import spans_of
 from phasegraph.nodes.agent_network.prompts import build_prompt
 from phasegraph.nodes.agent_network.schemas import AgentDecision, incomplete
 from phasegraph.nodes.agent_network.state import AgentNetworkState, progress
+from phasegraph.nodes.conversation import call_message, refused_message, user_turn
 from phasegraph.nodes.emit import Emitter, reports_errors
 from phasegraph.nodes.errors import PhasegraphError
 from phasegraph.nodes.events import AgentStep
@@ -39,8 +41,9 @@ async def run_agent_step(state: AgentNetworkState, runtime: Runtime[AgentNetwork
         "phasegraph.step": step, "phasegraph.epoch": state["control_epoch"], **prompt_attributes(prompt),
     })  # fmt: skip
     try:
+        turn = user_turn(state["messages"])
         answer = await ask_structured(
-            lambda n: context.resolve_model(state["model_calls"] + n),
+            lambda n: context.resolve_model(state["model_calls"] + n, turn),
             [SystemMessage(prompt), HumanMessage(DECIDE)],
             AgentDecision,
             method=context.structured_output,
@@ -73,6 +76,7 @@ async def run_agent_step(state: AgentNetworkState, runtime: Runtime[AgentNetwork
         step, state["control_epoch"], agent.key, input_preview(state), decision,
         prompt_chars=answer.prompt_chars, **({"refused": refusal} if refusal else {}),
     )  # fmt: skip
+    update |= refused_call(context, {**state, **update}, agent.key, answer.value, refusal)  # type: ignore[typeddict-item]
     return update | {
         "decision": decision,
         "refusal": refusal,
@@ -104,6 +108,41 @@ def refuse(agent: CompiledAgent, decision: AgentDecision) -> str | None:
     if decision.action == "RESPOND" and not agent.allow_respond:
         return f"{agent.key} may not respond; route to an agent that can"
     return None
+
+
+def refused_call(
+    context: AgentNetworkContext,
+    state: AgentNetworkState,
+    agent: str,
+    decision: AgentDecision,
+    refusal: str | None,
+) -> dict[str, Any]:
+    """A refused tool call as the thread shows it: the agent's call, answered with why it did not run."""
+    if refusal is None or decision.action != "USE_TOOL":
+        return {}
+    tool = decision.action_details.tool or "unknown"
+    call = {
+        "id": execution_id(context, state, tool, refused=True),
+        "name": tool,
+        "args": decision.action_details.params,
+    }
+    message = call_message([call])
+    message.name = agent
+    return {"messages": [message, refused_message(call, f"Not run: {refusal}.")]}
+
+
+def execution_id(
+    context: AgentNetworkContext, state: AgentNetworkState, tool: str, *, refused: bool = False
+) -> str:
+    """The id of this step's tool call, unique in the thread.
+
+    Named by what it is, not drawn at random: a step that runs again after a crash names its call
+    as the first attempt did, so a call that attempt finished is replayed, never run twice.
+    """
+    turn = user_turn(state["messages"])
+    name = f"phasegraph:{context.request_id}/{state['steps']}/{state['control_epoch']}/{tool}"
+    name += (f"/m{turn + 1}" if turn else "") + ("/refused" if refused else "")
+    return uuid5(NAMESPACE_URL, name).hex
 
 
 def input_preview(state: AgentNetworkState) -> str:

@@ -109,7 +109,11 @@ def current_segment(log: list[dict[str, Any]], agent: str, epoch: int) -> list[d
 
 def summary(log: list[dict[str, Any]], limit: int) -> str:
     """The log as numbered lines of previews, newest kept when it must be cut to ``limit`` characters."""
-    lines = [_line(entry) for entry in log]
+    return newest_lines([_line(entry) for entry in log], limit, "entries")
+
+
+def newest_lines(lines: list[str], limit: int, noun: str) -> str:
+    """``lines`` joined, the oldest left out (and counted) when they exceed ``limit`` characters."""
     kept: list[str] = []
     size = 0
     for line in reversed(lines):
@@ -118,7 +122,7 @@ def summary(log: list[dict[str, Any]], limit: int) -> str:
         kept.append(line)
         size += len(line) + 1
     omitted = len(lines) - len(kept)
-    head = [f"({omitted} earlier entries omitted)"] if omitted else []
+    head = [f"({omitted} earlier {noun} omitted)"] if omitted else []
     return "\n".join([*head, *reversed(kept)])
 
 

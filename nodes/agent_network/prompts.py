@@ -1,19 +1,25 @@
 """Each step's prompt: the agent's compiled prompt, the runtime context, and the constraints.
 
-The context holds the user's message, the note of the handoff that gave the agent control, the
-full outputs of the tools the agent called in its current continuous control segment (never those
-of other agents' epochs), and a truncated summary of the execution log for reference.
+The context holds the thread's earlier turns (the user's messages and the answers), the user's
+message, the note of the handoff that gave the agent control, the full outputs of the tools the
+agent called in its current continuous control segment (never those of other agents' epochs),
+and a truncated summary of the execution log for reference.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from phasegraph.nodes.agent_network.execution_log import current_segment, summary
+from langchain_core.messages import BaseMessage, HumanMessage
+
+from phasegraph.nodes.agent_network.execution_log import current_segment, newest_lines, preview, summary
+from phasegraph.nodes.conversation import dialogue, turn_messages
 from phasegraph.tools.networks import CompiledAgent
 
 TOOL_HISTORY = "{tool_history}"
+#: Characters of each earlier message the Context repeats.
+MESSAGE_CHARS = 500
 CONTEXT_HEADING = "## Context"
 CONSTRAINTS = """## Constraints
 Answer with one JSON object with the fields action, action_reasoning and action_details.
@@ -46,7 +52,10 @@ def runtime_context(
 ) -> str:
     """The Context section: user message, handoff note, this segment's tool outputs, the log summary."""
     log, payloads = state["execution_log"], state["tool_execution_log"]
-    parts = [CONTEXT_HEADING, f"User message:\n{state['user_message']}"]
+    parts = [CONTEXT_HEADING]
+    if earlier := conversation(state.get("messages") or [], summary_chars):
+        parts.append(f"Earlier in this conversation:\n{earlier}")
+    parts.append(f"User message:\n{state['user_message']}")
     if state["handoff"]:
         parts.append(f"Note from the agent that handed you control:\n{state['handoff']}")
     entries = log if full else current_segment(log, agent.key, state["control_epoch"])
@@ -64,6 +73,21 @@ def runtime_context(
     if log:
         parts.append("Execution log (for reference):\n" + summary(log, 10**9 if full else summary_chars))
     return "\n\n".join(parts)
+
+
+def conversation(messages: Sequence[BaseMessage], limit: int) -> str:
+    """The thread's earlier turns: the user's messages and the answers (who gave them), newest kept.
+
+    Each message is cut at ``MESSAGE_CHARS``; the oldest lines go when the whole exceeds ``limit``.
+    The tool calls of those turns are not repeated: their outputs belonged to those turns' agents.
+    """
+    earlier = dialogue(messages[: len(messages) - len(turn_messages(messages))])
+    lines = [f"{_speaker(m)}: {preview(m.text, MESSAGE_CHARS)}" for m in earlier]
+    return newest_lines(lines, limit, "messages")
+
+
+def _speaker(message: BaseMessage) -> str:
+    return "User" if isinstance(message, HumanMessage) else message.name or "Assistant"
 
 
 def constraints(agent: CompiledAgent) -> str:

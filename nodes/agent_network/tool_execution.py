@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from typing import Any, Literal
-from uuid import NAMESPACE_URL, uuid5
 
 from langgraph.runtime import Runtime
 
 from phasegraph.nodes.agent_network.agent_step import budget_spent
+from phasegraph.nodes.agent_network.agent_step import execution_id as call_id
 from phasegraph.nodes.agent_network.context import AgentNetworkContext
 from phasegraph.nodes.agent_network.execution_log import preview, tool_entry, tool_payload
 from phasegraph.nodes.agent_network.network import spans_of
 from phasegraph.nodes.agent_network.schemas import Instruction
 from phasegraph.nodes.agent_network.state import AgentNetworkState, progress
+from phasegraph.nodes.conversation import call_message, result_message
 from phasegraph.nodes.emit import Emitter, reports_errors
 from phasegraph.nodes.tool_calls import execute_tool_call
 from phasegraph.tools.networks import NetworkSnapshot, tool_catalogue
@@ -37,9 +38,7 @@ async def use_tool(state: AgentNetworkState, runtime: Runtime[AgentNetworkContex
         **details["params"],
     }
     update: dict[str, Any] = {"phase": "tool_execution", "phase_index": state["phase_index"] + 1}
-    # Named by what it is, not drawn at random: a step that runs again after a crash names its call
-    # as the first attempt did, so a call that attempt finished is replayed, never run twice.
-    execution_id = uuid5(NAMESPACE_URL, f"phasegraph:{context.request_id}/{step}/{epoch}/{tool}").hex
+    execution_id = call_id(context, state, tool)
     meta = progress({**state, **update}) | {"execution_id": execution_id}
     spans = spans_of(context, state)
     span = spans.start(f"tool-{execution_id}", f"execute_tool {tool}", {
@@ -57,7 +56,11 @@ async def use_tool(state: AgentNetworkState, runtime: Runtime[AgentNetworkContex
         step=step, epoch=epoch, agent=agent.key, action="USE_TOOL", tool=tool, params=params,
         execution_id=execution_id,
     )  # fmt: skip
+    asked = call_message([call])
+    asked.name = agent.key
+    answer = result_message(call, result, show_output=context.show_tool_outputs)
     return update | {
+        "messages": [asked, answer],
         "execution_log": [
             *state["execution_log"],
             tool_entry(step, epoch, agent.key, tool, execution_id, params, result),

@@ -32,6 +32,19 @@ def turn_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     return list(messages)
 
 
+def dialogue(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The conversation without its tool exchanges: the user's messages and the assistant's answers.
+
+    What a protocol that hands its model tool results its own way (notes, ``<result>`` tags) shows
+    it of the thread: valid for every provider, with tools bound or not.
+    """
+    return [
+        m
+        for m in messages
+        if not isinstance(m, ToolMessage) and not (isinstance(m, AIMessage) and m.tool_calls)
+    ]
+
+
 def call_message(calls: Sequence[dict[str, Any]], text: str = "") -> AIMessage:
     """The assistant's message asking for ``calls`` (each ``{"id", "name", "args"}``)."""
     return AIMessage(
@@ -59,3 +72,8 @@ def result_message(call: dict[str, Any], result: ToolResult, *, show_output: boo
         name=call["name"],
         status="success" if ok else "error",
     )
+
+
+def refused_message(call: dict[str, Any], why: str) -> ToolMessage:
+    """The answer to a call that was not run (a duplicate, past a budget, too large): why, as an error."""
+    return ToolMessage(content=why, tool_call_id=call["id"], name=call["name"], status="error")

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
+from phasegraph.nodes.conversation import user_turn
 from phasegraph.nodes.emit import Emitter, reports_errors
 from phasegraph.nodes.events import BudgetExhaustedEvent, TextChunk
 from phasegraph.nodes.streaming import StreamOutcome, stream_until_first_call
@@ -26,7 +27,8 @@ async def run_action_phase(
     update = {} if state["phase_open"] else open_phase(emitter, state, "action_phase")
     current = merged(state, update)
     registry = context.registry()
-    model = context.resolve_model(state["model_calls"]).bind_tools(registry.schemas())
+    chat = context.resolve_model(state["model_calls"], user_turn(state["messages"]))
+    model = chat.bind_tools(registry.schemas())
     outcome = await _stream(emitter, current, model)
     update |= _tally(current, outcome)
     call = outcome.call
@@ -64,7 +66,8 @@ async def run_final_phase(
     notice = context.duplicate_budget_notice if by_duplicates else context.budget_notice
     update |= open_phase(emitter, state, "action_phase", final=True) | {"notes": [*state["notes"], notice]}
     current = merged(state, update)
-    outcome = await _stream(emitter, current, context.resolve_model(state["model_calls"]), take_calls=False)
+    model = context.resolve_model(state["model_calls"], user_turn(state["messages"]))
+    outcome = await _stream(emitter, current, model, take_calls=False)
     update |= _tally(current, outcome) | {"answer": outcome.text.strip()}
     return update | close_phase(emitter, merged(current, update), phase_meta(current), "final")
 

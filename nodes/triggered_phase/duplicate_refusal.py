@@ -7,6 +7,7 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 
 from phasegraph.nodes.answers import format_args
+from phasegraph.nodes.conversation import call_message, refused_message
 from phasegraph.nodes.emit import Emitter
 from phasegraph.nodes.errors import PhasegraphError
 from phasegraph.nodes.events import DuplicateToolCall
@@ -18,7 +19,10 @@ from phasegraph.nodes.triggered_phase.state import TriggeredPhaseState, phase_me
 async def refuse_duplicate(
     state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]
 ) -> dict[str, Any]:
-    """Emit ``duplicate_tool_call`` and inject a system refusal notice; nothing is executed."""
+    """Emit ``duplicate_tool_call`` and inject a system refusal notice; nothing is executed.
+
+    The conversation gets the call, answered with the refusal as an error.
+    """
     context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
     call = state["proposed"]
     if call is None:
@@ -31,7 +35,12 @@ async def refuse_duplicate(
     )
     emitter.trace("duplicate_tool_call", attempts=attempts, **details, **meta)
     note = DUPLICATE_REFUSAL_NOTE.format(name=call["name"], args=format_args(call["args"]))
-    return {"duplicate_attempts": attempts, "notes": [*state["notes"], note], "proposed": None}
+    return {
+        "messages": [call_message([dict(call)], state["draft"]), refused_message(dict(call), note)],
+        "duplicate_attempts": attempts,
+        "notes": [*state["notes"], note],
+        "proposed": None,
+    }
 
 
 async def route_after_refusal(

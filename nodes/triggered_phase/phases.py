@@ -8,6 +8,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, SystemMessage
 
 from phasegraph.nodes.context import RunContext
+from phasegraph.nodes.conversation import dialogue
 from phasegraph.nodes.emit import Emitter
 from phasegraph.nodes.events import IgnoredToolCall, Phase, PhaseEnd, PhaseStart
 from phasegraph.nodes.streaming import StreamOutcome
@@ -45,8 +46,12 @@ def close_phase(
 
 
 def build_prompt(context: RunContext, notes: list[str], messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """Initial system prompt, then injected notes as system messages, then the conversation."""
-    return [SystemMessage(context.system_prompt), *(SystemMessage(n) for n in notes), *messages]
+    """Initial system prompt, then injected notes as system messages, then the conversation.
+
+    The conversation is its user messages and answers: this turn's tool results reach the model as
+    notes (seed 000), so the tool calls ``messages`` shows a chat UI are left out of the prompt.
+    """
+    return [SystemMessage(context.system_prompt), *(SystemMessage(n) for n in notes), *dialogue(messages)]
 
 
 def report_ignored(emitter: Emitter, outcome: StreamOutcome, meta: dict[str, Any]) -> None:

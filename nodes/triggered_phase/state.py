@@ -39,7 +39,8 @@ class TriggeredPhaseOutput(TypedDict):
 class TriggeredPhaseState(TypedDict):
     """Everything the triggered-phase loop tracks within one user turn."""
 
-    messages: Annotated[list[AnyMessage], add_messages]  # conversation across turns
+    # conversation across turns: user messages, each tool call with how it ended, answers
+    messages: Annotated[list[AnyMessage], add_messages]
     notes: list[str]  # system messages injected after the initial prompt (this turn)
     results: list[GatheredResult]  # tool results gathered this turn
     executed: list[str]  # canonical signatures executed this turn
@@ -53,7 +54,7 @@ class TriggeredPhaseState(TypedDict):
     phase_open: bool  # an action phase continues after a refused duplicate
     phase_chunks: int  # model chunks read in the open action phase
     phase_cut: bool  # the open action phase stopped reading a stream early
-    model_calls: int  # model calls this run, positions a scripted model
+    model_calls: int  # model calls this turn, positions a scripted model
     answer: str  # the turn's final answer
     fallback: bool  # the answer was built from tool results, not by the model
 

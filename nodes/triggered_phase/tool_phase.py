@@ -7,6 +7,7 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 
 from phasegraph.nodes.answers import GatheredResult, format_args
+from phasegraph.nodes.conversation import call_message, refused_message, result_message
 from phasegraph.nodes.emit import Emitter, reports_errors
 from phasegraph.nodes.errors import PhasegraphError
 from phasegraph.nodes.tool_calls import execute_tool_call
@@ -20,7 +21,10 @@ from phasegraph.nodes.triggered_phase.state import TriggeredPhaseState, merged, 
 async def run_tool_phase(
     state: TriggeredPhaseState, runtime: Runtime[TriggeredPhaseContext]
 ) -> dict[str, Any]:
-    """Execute the proposed call (MAX_TOOLS_PER_TOOL_PHASE = 1) and inject its result as a note."""
+    """Execute the proposed call (MAX_TOOLS_PER_TOOL_PHASE = 1) and inject its result as a note.
+
+    The conversation gets the call and how it ended (its output only with ``show_tool_outputs``).
+    """
     context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
     call = state["proposed"]
     if call is None:  # the router only comes here with a proposal; anything else is a wiring bug
@@ -36,11 +40,18 @@ async def run_tool_phase(
     note = TOOL_RESULT_NOTE.format(
         name=call["name"], args=format_args(call["args"]), status=result.status, text=text
     )
+    refusal = call.get("error")
+    answered = (
+        refused_message(dict(call), refusal)
+        if refusal is not None
+        else result_message(dict(call), result, show_output=context.show_tool_outputs)
+    )
     update |= {
+        "messages": [call_message([dict(call)], state["draft"]), answered],
         "notes": [*state["notes"], note],
         "results": [*state["results"], gathered],
         # a refused call never ran, so repeating it (smaller) is not a duplicate
-        "executed": [*state["executed"], *([call["signature"]] if call.get("error") is None else [])],
+        "executed": [*state["executed"], *([call["signature"]] if refusal is None else [])],
         "cycles_used": state["cycles_used"] + 1,
         "proposed": None,
     }

@@ -59,7 +59,8 @@ async def test_a_new_turn_on_the_same_thread_resets_budgets(workspace: Path, tmp
         .compile(saver)
         .get_state({"configurable": {"thread_id": "conversation"}})
     )
-    assert [m.type for m in state.values["messages"]] == ["human", "ai", "human", "ai"]
+    turn_types = ["human", "ai", "tool", "ai"]  # the question, the call, how it ended, the answer
+    assert [m.type for m in state.values["messages"]] == turn_types * 2
 
 
 async def test_concurrent_runs_never_share_a_script_position(workspace: Path, tmp_path: Path):

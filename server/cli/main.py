@@ -1,25 +1,39 @@
-"""The ``phasegraph`` command: run a protocol, list protocols, draw a graph."""
+"""The ``phasegraph`` command: run a protocol (one turn), list protocols, draw a graph, serve, inspect."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
-import json
 import logging
 from collections.abc import Callable
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
-from phasegraph.graphs.registry import PROTOCOLS, ProtocolSpec, get_protocol
+from phasegraph.graphs.registry import PROTOCOLS
 from phasegraph.graphs.run import stream_run
-from phasegraph.nodes.errors import ConfigurationError, PhasegraphError
-from phasegraph.nodes.events import ErrorEvent, Event, Final
-from phasegraph.nodes.models import DEMO_MODEL, DEMO_WORKSPACE
+from phasegraph.nodes.errors import PhasegraphError
+from phasegraph.nodes.events import Event, Final
 from phasegraph.nodes.redact import RedactingFilter, redact_logging
+from phasegraph.server.cli.chat import chat_command
 from phasegraph.server.cli.dataset import dataset_app
+from phasegraph.server.cli.durable import DurableRuns, turn_exit_code
 from phasegraph.server.cli.networks import network_app
+from phasegraph.server.cli.options import (
+    ContextTypeOption,
+    EntityIdOption,
+    ModelOption,
+    ProjectOption,
+    ProtocolArg,
+    SettingOption,
+    ShowToolOutputsOption,
+    WorkspaceOption,
+    check_thread_id,
+    refuse,
+    run_fields,
+    spec_or_exit,
+)
 from phasegraph.server.cli.prune import prune_command
 from phasegraph.server.cli.render import EventRenderer
 from phasegraph.server.cli.usage import usage_command
@@ -30,55 +44,41 @@ app = typer.Typer(help="Orchestration protocols for tool-using LLM agents.", no_
 
 @app.command("run")
 def run_command(
-    protocol: Annotated[str, typer.Argument(help="Protocol id (see `phasegraph protocols`).")],
+    protocol: ProtocolArg,
     message: Annotated[str, typer.Argument(help="The user's message.")],
-    model: Annotated[str | None, typer.Option(help="Model spec: provider:model or scripted:<path>.")] = None,
-    workspace: Annotated[str | None, typer.Option(help="Folder the workspace tools may read.")] = None,
-    project: Annotated[str, typer.Option(help="Project id.")] = "default",
-    show_tool_outputs: Annotated[bool, typer.Option(help="Include raw tool outputs.")] = False,
+    model: ModelOption = None,
+    workspace: WorkspaceOption = None,
+    project: ProjectOption = "default",
+    show_tool_outputs: ShowToolOutputsOption = False,
     json_lines: Annotated[bool, typer.Option("--json", help="One event per line, as JSON.")] = False,
-    setting: Annotated[
-        list[str] | None,
+    setting: SettingOption = None,
+    context_type: ContextTypeOption = None,
+    entity_id: EntityIdOption = None,
+    thread: Annotated[
+        str | None,
         typer.Option(
-            "--setting",
-            "-s",
-            help="A Context field of the protocol as KEY=VALUE (VALUE read as JSON when it parses), "
-            "e.g. -s network=research -s max_steps=6. Repeatable.",
+            help="Take the turn on this durable thread, in the server's database (PHASEGRAPH_CHECKPOINTER), "
+            "new or continued; without it the run keeps nothing."
         ),
     ] = None,
-    context_type: Annotated[
-        str | None,
-        typer.Option(help="planner: project_create, project, task, project_audit or general."),
-    ] = None,
-    entity_id: Annotated[str | None, typer.Option(help="planner: the project in scope.")] = None,
 ) -> None:
-    """Run one user turn and stream its events; exit 0 on a final answer, 1 after an error."""
-    out, notes = Console(), Console(stderr=True, soft_wrap=True)
-    _spec_or_exit(protocol, json_lines)
+    """Run one user turn and stream its events; exit 0 on a final answer, 1 after an error.
+
+    With --thread, a turn that ends asking you a question also exits 0 (answer with the next
+    turn), and one cancelled with Ctrl-C exits 130.
+    """
+    spec_or_exit(protocol, json_lines)
+    fields = run_fields(
+        model, workspace, project, show_tool_outputs, setting, context_type, entity_id, json_lines=json_lines
+    )
+    render: Callable[[Event], None] = _print_json if json_lines else EventRenderer(Console())
     try:
-        extra = _settings(setting or [])
-    except ConfigurationError as exc:
-        _refuse(exc, json_lines)
-    if context_type is not None:
-        extra["context_type"] = context_type
-    if entity_id is not None:
-        extra["entity_id"] = entity_id
-    if model is None:
-        model = DEMO_MODEL
-        workspace = workspace or str(DEMO_WORKSPACE)
-        notes.print(f"No --model given: running offline on the bundled demo script and data ({workspace}).")
-    fields = {
-        "model": model,
-        "workspace": workspace or ".",
-        "project_id": project,
-        "show_tool_outputs": show_tool_outputs,
-        **extra,
-    }
-    render: Callable[[Event], None] = _print_json if json_lines else EventRenderer(out)
-    try:
+        if thread is not None:
+            ended = asyncio.run(_durable_turn(protocol, message, check_thread_id(thread), fields, render))
+            raise typer.Exit(turn_exit_code(ended))
         finished = asyncio.run(_stream(protocol, message, fields, render))
-    except PhasegraphError as exc:  # raised before the run started: bad spec, script or workspace
-        _refuse(exc, json_lines)
+    except PhasegraphError as exc:  # raised before the run started: bad spec, script, workspace, thread
+        refuse(exc, json_lines)
     raise typer.Exit(0 if finished else 1)
 
 
@@ -93,7 +93,7 @@ def protocols_command() -> None:
 @app.command("graph")
 def graph_command(protocol: Annotated[str, typer.Argument(help="Protocol id.")]) -> None:
     """Print the protocol's graph as mermaid."""
-    print(_spec_or_exit(protocol).compile().get_graph().draw_mermaid())
+    print(spec_or_exit(protocol).compile().get_graph().draw_mermaid())
 
 
 @app.command("serve")
@@ -140,9 +140,10 @@ def inspect_command(
         console = Console(soft_wrap=True)
         asyncio.run(inspect_thread(thread, checkpoint, console, project, limit=limit, before=before))
     except PhasegraphError as exc:
-        _refuse(exc, json_lines=False)
+        refuse(exc, json_lines=False)
 
 
+app.command("chat")(chat_command)
 app.command("usage")(usage_command)
 app.command("prune")(prune_command)
 app.add_typer(network_app, name="network")
@@ -166,33 +167,11 @@ async def _stream(
     return finished
 
 
-def _settings(pairs: list[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` pairs as Context fields; a value is JSON when it parses as JSON, else text."""
-    fields: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise ConfigurationError(f"--setting takes KEY=VALUE, got {pair!r}")
-        try:
-            fields[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            fields[key.strip()] = value
-    return fields
-
-
-def _spec_or_exit(protocol: str, json_lines: bool = False) -> ProtocolSpec:
-    try:
-        return get_protocol(protocol)
-    except ConfigurationError as exc:
-        _refuse(exc, json_lines)
-
-
-def _refuse(exc: PhasegraphError, json_lines: bool) -> NoReturn:
-    """Report input that was refused before any run started, and exit 2."""
-    if json_lines:
-        print(ErrorEvent(kind=exc.kind, message=str(exc)).to_json())
-    Console(stderr=True, soft_wrap=True).print(f"[red]error: {exc}[/]", highlight=False)
-    raise typer.Exit(2)
+async def _durable_turn(
+    protocol: str, message: str, thread_id: str, fields: dict[str, Any], render: Callable[[Event], None]
+) -> Event:
+    async with DurableRuns(fields) as runs:
+        return await runs.turn(protocol, message, thread_id, render)
 
 
 def _print_json(event: Event) -> None:

@@ -11,6 +11,7 @@ from phasegraph.nodes.events import (
     AgentState,
     AgentStep,
     BudgetExhaustedEvent,
+    Cancelled,
     ContextUpdate,
     Decision,
     DuplicateToolCall,
@@ -19,6 +20,7 @@ from phasegraph.nodes.events import (
     Final,
     IgnoredToolCall,
     LastTurnContext,
+    Paused,
     PhaseEnd,
     PhaseStart,
     PlanCreated,
@@ -143,6 +145,8 @@ class EventRenderer:
                         f"{usage['outputTokens']} out tokens, ${usage['costUsd']:.6f}[/]"
                     )
                 return None
+            case Paused() | Cancelled():
+                return _stop_line(event)
             case ErrorEvent():
                 steps = (
                     f" ({len(event.transcript)} log entries in its transcript)" if event.transcript else ""
@@ -160,6 +164,15 @@ def _session_line(event: Session | LastTurnContext | AgentState) -> str | None:
         case AgentState() if event.state == "waiting_on_user":
             return f"[bold yellow]… waiting on you: {event.details or ''}[/]"
     return None  # thinking / executing: the following events show it
+
+
+def _stop_line(event: Paused | Cancelled) -> str:
+    """How a turn on a durable thread stopped without an answer."""
+    if isinstance(event, Cancelled):
+        return "[yellow]■ cancelled: the thread keeps what was done and takes your next message[/]"
+    if event.reason == "interrupt":
+        return "[bold yellow]… the thread waits for your answer: send it as the next message[/]"
+    return f"[yellow]■ paused ({event.reason}): resume it from the server[/]"
 
 
 def _plan_lines(event: PlanCreated | PlanReadyForReview) -> str:

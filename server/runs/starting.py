@@ -38,10 +38,12 @@ class Starter:
         thread_id: str | None, model: str | None, show_tool_outputs: bool,
         settings: dict[str, Any] | None = None, graph_input: Any = TURN,
         options: dict[str, Any] | None = None, checkpoint_id: str | None = None,
+        operator: dict[str, Any] | None = None,
     ) -> RequestRecord:  # fmt: skip
         """Create a request and start its run in the background.
 
-        ``settings`` are the Context fields the client chose (checked against what the protocol allows).
+        ``settings`` are the Context fields the client chose (checked against what the protocol allows);
+        ``operator`` are fields the operator chose (the ``phasegraph`` command's runs), any Context field.
         By default ``message`` is the user's turn; a LangGraph API run passes its own ``graph_input``
         instead (state, a ``Command`` or ``None`` to continue), may start from ``checkpoint_id`` (a
         fork) and keeps its ``options`` (``interrupt_before``/``interrupt_after``) on the record.
@@ -59,7 +61,8 @@ class Starter:
         if taken:  # refused before any work; the insert below decides a race (``store.create``)
             raise RequestExists(request_id)
         thread_key = await self._thread_key(first, thread_id, spec.id, project_id)
-        fields = {**client, "model": chosen, "project_id": project_id, "show_tool_outputs": show_tool_outputs}
+        fields = {**(operator or {}), **client, "model": chosen, "project_id": project_id,
+                  "show_tool_outputs": show_tool_outputs}  # fmt: skip
         record = self.new_record(request_id, project_id, spec.id, thread_id, thread_key, fields)
         record.options = options or {}
         served.context(record)  # a bad model spec fails here, before anything is stored

@@ -37,14 +37,15 @@ def _turn_messages(messages: list[dict[str, Any]], user_text: str) -> list[dict[
     return messages[index + 1 :]
 
 
-def _assert_renderable(turn: list[dict[str, Any]]) -> None:
-    """A chat UI's view of one turn: AI tool calls, each followed by its ToolMessage, then the answer."""
+def _assert_renderable(turn: list[dict[str, Any]], tools: bool) -> None:
+    """A chat UI's view of one turn: AI tool calls (``tools``: some), each answered by its ToolMessage,
+    then the answer."""
     assert turn and turn[-1]["type"] == "ai" and turn[-1]["text"] and not turn[-1]["tool_calls"], turn
     assert all(m["type"] in ("ai", "tool") for m in turn), turn  # no tool output posing as a user message
     assert not any("<result" in m["text"] for m in turn), turn  # protocol-internal text stays in state
     calls = [name for m in turn if m["type"] == "ai" for name in m["tool_calls"]]
     results = [m["name"] for m in turn if m["type"] == "tool"]
-    assert calls, f"no tool call visible in the thread's messages: {turn}"
+    assert calls or not tools, f"no tool call visible in the thread's messages: {turn}"
     assert results == calls, (calls, results)
     assert all(m["status"] in ("success", "error") for m in turn if m["type"] == "tool"), turn
 
@@ -56,7 +57,7 @@ def test_assistants_search_lists_every_protocol(report: Report) -> None:
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_two_turns_stream_values_messages_and_custom(report: Report, protocol: str) -> None:
     previous: list[dict[str, Any]] = []
-    for number in (1, 2):
+    for number, user_text in ((1, FIRST[protocol]), (2, SECOND)):
         turn = report.ok(f"{protocol}.runs.stream.turn{number}")
         assert turn["order"][0] == "metadata" and turn["order"][-1] == "end", turn["order"]
         assert "" not in turn["counts"], "a keep-alive reached the client as a chunk with no event name"
@@ -69,10 +70,9 @@ def test_two_turns_stream_values_messages_and_custom(report: Report, protocol: s
         answer = messages[-1]["text"]
         streamed = set(turn["partial"]) | {m["text"] for m in turn["complete"]}
         assert answer in streamed, f"the answer never came on the messages stream: {answer!r} {streamed}"
-        if number == 1:
-            _assert_renderable(messages)
+        # every demo runs tools for its first message; goal_pursuit answers its follow-up from what it knows
+        _assert_renderable(_turn_messages(messages, user_text), tools=number == 1)
         previous = messages
-    assert _turn_messages(previous, SECOND)[-1]["type"] == "ai"
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

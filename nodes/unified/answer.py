@@ -13,6 +13,7 @@ from phasegraph.nodes.emit import Emitter
 from phasegraph.nodes.events import Final
 from phasegraph.nodes.unified.budget import turn_results
 from phasegraph.nodes.unified.context import UnifiedContext
+from phasegraph.nodes.unified.outputs import model_view
 
 
 class FinalAnswerMiddleware(AgentMiddleware[Any, UnifiedContext]):
@@ -23,7 +24,7 @@ class FinalAnswerMiddleware(AgentMiddleware[Any, UnifiedContext]):
         messages: list[AnyMessage] = state["messages"]
         last = messages[-1] if messages else None
         answer = last.text.strip() if isinstance(last, AIMessage) else ""
-        results = turn_results(messages)
+        results = turn_results(model_view(messages, state.get("tool_outputs") or {}))
         fallback = not answer
         if fallback:
             answer = fallback_answer(results)

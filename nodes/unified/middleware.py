@@ -21,6 +21,7 @@ from langchain_core.messages import (
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from phasegraph.nodes.conversation import user_turn
 from phasegraph.nodes.emit import Emitter, errors_reported
 from phasegraph.nodes.events import BudgetExhaustedEvent, TextChunk
 from phasegraph.nodes.models import stream_model
@@ -29,11 +30,14 @@ from phasegraph.nodes.streaming import PartialCall, absorb_call_pieces
 from phasegraph.nodes.tool_calls import execute_tool_call, trace_tool_registration
 from phasegraph.nodes.unified.budget import over_budget, turn_usage
 from phasegraph.nodes.unified.context import UnifiedContext
+from phasegraph.nodes.unified.outputs import UnifiedState, answered_call, model_view
 from phasegraph.nodes.unified.prompts import BUDGET_REFUSAL
 
 
 class RunContextMiddleware(AgentMiddleware[Any, UnifiedContext]):
     """Takes model, system prompt and tools from the run Context, and runs tools through ToolRunner."""
+
+    state_schema = UnifiedState
 
     async def abefore_agent(self, state: Any, runtime: Runtime[UnifiedContext]) -> dict[str, Any] | None:
         """Trace the tools this run offers, as every protocol does first."""
@@ -51,34 +55,34 @@ class RunContextMiddleware(AgentMiddleware[Any, UnifiedContext]):
 
         The model is called here instead of through ``handler`` (which only invokes it), so the
         graph itself streams ``text`` to every client. Once a budget is spent the call answers
-        with tools unbound and the budget notice.
+        with tools unbound and the budget notice. The model reads every tool output, also those
+        the thread's messages hide.
         """
         context = request.runtime.context
         emitter = Emitter(context, request.runtime.stream_writer)
+        outputs = cast(dict[str, str], request.state.get("tool_outputs") or {})
         with errors_reported(emitter):
-            return await _answer(context, request.messages, emitter)
+            return await _answer(context, request.messages, emitter, outputs)
 
     async def awrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
-        """Execute the call with the run's ToolRunner; errors come back as readable tool messages."""
+        """Execute the call with the run's ToolRunner; errors come back as readable tool messages.
+
+        The message says what ran and how it ended; the output is in it only with
+        ``show_tool_outputs``, and is otherwise kept apart for the model (``outputs.py``).
+        """
         context = cast(UnifiedContext, request.runtime.context)
         registry = context.registry()
         call = request.tool_call
         signature = registry.signature(call["name"], call["args"], context.project_id)
         emitter = Emitter(context, request.runtime.stream_writer)
         payload = {"id": call["id"] or "", "name": call["name"], "args": call["args"]}
-        result = await execute_tool_call(
-            context, emitter, registry, payload, signature, refusal=_refusal(request, context)
-        )
-        return ToolMessage(
-            content=result.as_text(),
-            tool_call_id=call["id"],
-            name=call["name"],
-            status="success" if result.status == "ok" else "error",
-        )
+        refusal = _refusal(request, context)
+        result = await execute_tool_call(context, emitter, registry, payload, signature, refusal=refusal)
+        return answered_call(payload, result, refusal=refusal, show_output=context.show_tool_outputs)
 
 
 #: Where a model message keeps, by call id, why calls it streamed must not run (too large, cut off).
@@ -92,11 +96,11 @@ def _refused_calls(messages: Sequence[BaseMessage]) -> dict[str, str]:
 
 
 async def _answer(
-    context: UnifiedContext, messages: list[AnyMessage], emitter: Emitter
+    context: UnifiedContext, messages: list[AnyMessage], emitter: Emitter, outputs: dict[str, str]
 ) -> ModelResponse[Any]:
     """One model call: tools bound within budget, else tools unbound with the budget notice."""
     usage = turn_usage(messages)
-    model = context.resolve_model(call_index=usage.model_calls)
+    model = context.resolve_model(call_index=usage.model_calls, user_turn=user_turn(messages))
     prompt = context.system_prompt
     spent = usage.spent(context)
     if spent is not None:
@@ -105,7 +109,7 @@ async def _answer(
     else:
         model = cast(BaseChatModel, model.bind_tools(context.registry().schemas()))
     message = await _stream_text(
-        model, [SystemMessage(prompt), *messages], emitter, context.max_tool_args_chars
+        model, [SystemMessage(prompt), *model_view(messages, outputs)], emitter, context.max_tool_args_chars
     )
     return ModelResponse(result=[message])
 

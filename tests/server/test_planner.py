@@ -104,23 +104,21 @@ def scripts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The scripted models of the tests, by name (each a ``scripted:<path>`` spec)."""
     folder = tmp_path_factory.mktemp("planner-scripts")
     return {
-        # turn 1 drafts a plan for review; turn 2 runs it when the user approves
+        # turn 1 drafts a plan for review; turn 2 (the thread's next message) runs it when the user approves
         "draft_only": _script(
             folder,
             "draft_only",
             _plan_call("draft_only"),
             _draft(),
             turn("Here is the plan for Orbit. Shall I run it?"),
-            turn("", ("agent_execute_plan", {"plan_id": DRAFT_PLAN})),
-            turn("Orbit is set up with its brief."),
+            follow_ups=[[turn("", ("agent_execute_plan", {"plan_id": DRAFT_PLAN})), turn("Orbit is up.")]],
         ),
         # turn 1 asks to archive (it waits for the yes); turn 2 makes the same call again
         "archive": _script(
             folder,
             "archive",
             turn("", ("archive_project", {})),
-            turn("", ("archive_project", {})),
-            turn("Orbit is archived."),
+            follow_ups=[[turn("", ("archive_project", {})), turn("Orbit is archived.")]],
         ),
         "unknown_task": _script(
             folder,
@@ -388,7 +386,7 @@ def test_a_plan_held_for_review_runs_when_the_user_approves_it_after_a_restart(s
     completed = [(e.step_id, e.tool, e.status, e.plan_id) for e in approved if isinstance(e, StepComplete)]
     assert completed == [(s["id"], s["tool"], "ok", DRAFT_PLAN) for s in STEPS]
     final = approved[-1]
-    assert isinstance(final, Final) and final.answer == "Orbit is set up with its brief."
+    assert isinstance(final, Final) and final.answer == "Orbit is up."
     assert final.usage is not None and final.usage["calls"] == 2  # turn 2's own calls
 
     async def plan_and_projects(store: PlanningStore) -> tuple[Any, ...]:

@@ -38,6 +38,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         turn("", ("archive_project", {})),
         turn("", ("archive_project", {})),
         turn("Orbit is archived."),
+        follow_ups=[[turn("", ("archive_project", {})), turn("Orbit is archived.")]],  # the planner's yes
     )
     return {"slow": slow_script(folder, 60), "archive": archive}
 
@@ -79,7 +80,7 @@ def _raw(server: Server, method: str, path: str, **kwargs: Any) -> httpx.Respons
     [
         ({"webhook": "http://127.0.0.1:9/hook"}, "webhook"),
         ({"after_seconds": 5}, "after_seconds"),
-        ({"stream_mode": "events"}, "stream_mode"),
+        ({"stream_mode": "tasks"}, "stream_mode"),
         ({"stream_mode": ["values", "debug"]}, "stream_mode"),
         ({"multitask_strategy": "rollback"}, "multitask_strategy"),
         ({"command": {"goto": "tool_phase"}}, "goto"),

@@ -6,16 +6,42 @@ webhook, a cron, ``after_seconds`` ...) is refused with 422 naming it, never sil
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from phasegraph.server.http.responses import ID_PATTERN
 
-#: Stream modes served. ``events`` (astream_events) and ``debug`` are not: they would need a second
-#: way of running graphs beside the one every phasegraph request uses.
-StreamMode = Literal["values", "updates", "custom", "messages-tuple"]
+#: Stream modes served. ``messages`` / ``messages-tuple`` and ``events`` are built from the run's
+#: stored events and checkpoints (see ``parts``); ``debug`` is not served.
+StreamMode = Literal["values", "updates", "custom", "messages", "messages-tuple", "events"]
 Nodes = Literal["*"] | list[str]
+
+
+def _query_modes(value: Any) -> Any:
+    """Join's ``stream_mode`` query values as a list of modes.
+
+    Repeated (``?stream_mode=values&stream_mode=custom``, as ``langgraph-sdk`` sends them) or one JSON
+    array (``?stream_mode=["values","custom"]``, as the JS SDK does); an empty value means "the run's".
+    """
+    if value is None:
+        return None
+    modes: list[Any] = []
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, str) and item.lstrip().startswith("["):
+            try:
+                parsed = json.loads(item)
+            except ValueError:
+                raise ValueError("a stream mode, or a JSON array of them") from None
+            modes.extend(parsed if isinstance(parsed, list) else [parsed])
+        else:
+            modes.append(item)
+    return modes
+
+
+#: Join's ``stream_mode`` query parameter.
+QueryModes = Annotated[list[StreamMode | Literal[""]] | None, BeforeValidator(_query_modes)]
 
 
 def _whole(value: Any) -> Any:

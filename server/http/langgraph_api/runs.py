@@ -10,17 +10,18 @@ from typing import Annotated, Any, Literal
 from uuid import uuid4
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
-from fastapi.sse import EventSourceResponse, ServerSentEvent
+from fastapi.responses import StreamingResponse
+from fastapi.sse import ServerSentEvent
 
 from phasegraph.nodes.errors import NotFoundError
 from phasegraph.nodes.events import ErrorEvent, Event
 from phasegraph.server.http.langgraph_api import views
-from phasegraph.server.http.langgraph_api.bodies import RunBody, StreamMode, ThreadRunBody
+from phasegraph.server.http.langgraph_api.bodies import QueryModes, RunBody, ThreadRunBody
 from phasegraph.server.http.langgraph_api.common import existing, forget, threads_of
 from phasegraph.server.http.langgraph_api.parts import RunParts, parse_part_id
 from phasegraph.server.http.langgraph_api.starting import start_run, thread_for
 from phasegraph.server.http.responses import STARTS, errors
-from phasegraph.server.http.sse import settle_dropped
+from phasegraph.server.http.sse import SSE_DOC, settle_dropped, sse_response
 from phasegraph.server.runs.manager import RunManager, manager_of
 from phasegraph.server.storage.checkpoints import thread_config
 from phasegraph.server.storage.records import RequestRecord, scoped_key
@@ -64,27 +65,37 @@ def run_routes(project: Any) -> APIRouter:
     async def create_run(body: ThreadRunBody, record: ThreadRun) -> dict[str, Any]:
         return views.run(record, "pending")
 
-    @router.post(
-        "/threads/{thread_id}/runs/stream", response_class=EventSourceResponse, responses=errors(*STARTS)
-    )
+    @router.post("/threads/{thread_id}/runs/stream", response_class=StreamingResponse,
+                 responses={200: SSE_DOC, **errors(*STARTS)})  # fmt: skip
     async def stream_thread_run(
-        body: ThreadRunBody, request: Request, record: ThreadRun
-    ) -> AsyncIterator[ServerSentEvent]:
-        async for item in _stream(
-            manager_of(request), record, body.modes(), None, body.on_disconnect == "cancel"
-        ):
-            yield item
-
-    @router.post("/runs/stream", response_class=EventSourceResponse, responses=errors(*STARTS))
-    async def stream_free_run(
-        body: RunBody, request: Request, record: FreeRun
-    ) -> AsyncIterator[ServerSentEvent]:
+        body: ThreadRunBody, request: Request, response: Response, record: ThreadRun
+    ) -> StreamingResponse:
         cancel = body.on_disconnect == "cancel"
+        return sse_response(
+            _stream(manager_of(request), record, body.modes(), None, cancel), response.headers
+        )
+
+    @router.post(
+        "/runs/stream", response_class=StreamingResponse, responses={200: SSE_DOC, **errors(*STARTS)}
+    )
+    async def stream_free_run(
+        body: RunBody, request: Request, response: Response, record: FreeRun
+    ) -> StreamingResponse:
+        return sse_response(free_stream(body, request, record), response.headers)
+
+    async def free_stream(
+        body: RunBody, request: Request, record: RequestRecord
+    ) -> AsyncIterator[ServerSentEvent]:
+        """A stateless run's parts; its thread is gone before its ``end`` part is sent."""
+        manager, dropped = manager_of(request), body.on_completion == "keep"
         try:
-            async for item in _stream(manager_of(request), record, body.modes(), None, cancel):
+            async for item in _stream(manager, record, body.modes(), None, body.on_disconnect == "cancel"):
+                if item.event == "end" and not dropped:  # the run stopped: nothing more comes to its thread
+                    dropped = True
+                    await forget(manager, threads_of(request), record.thread_key)
                 yield item
         finally:
-            if body.on_completion == "delete":
+            if not dropped:  # the client left first: the thread goes when the run stops
                 drop_when_done(request, record)
 
     @router.post("/threads/{thread_id}/runs/wait", responses=errors(*STARTS))
@@ -93,9 +104,14 @@ def run_routes(project: Any) -> APIRouter:
 
     @router.post("/runs/wait", responses=errors(*STARTS))
     async def wait_free_run(body: RunBody, request: Request, record: FreeRun) -> dict[str, Any]:
-        result = await _result(manager_of(request), record)
-        if body.on_completion == "delete":
-            drop_when_done(request, record)
+        try:
+            result = await _result(manager_of(request), record)
+        except BaseException:
+            if body.on_completion == "delete":  # the client left (or reading failed): drop it later
+                drop_when_done(request, record)
+            raise
+        if body.on_completion == "delete":  # the run stopped: its thread is gone before the answer
+            await forget(manager_of(request), threads_of(request), record.thread_key)
         return result
 
     @router.get("/threads/{thread_id}/runs", responses=errors(403, 404))
@@ -120,7 +136,7 @@ def run_routes(project: Any) -> APIRouter:
 
     async def joined(
         thread_id: str, run_id: str, request: Request, project_id: Project,
-        stream_mode: Annotated[list[StreamMode | Literal[""]] | None, Query()] = None,
+        stream_mode: Annotated[QueryModes, Query(description=JOIN_MODES)] = None,
     ) -> tuple[RequestRecord, list[str]]:  # fmt: skip
         record = await _run(request, project_id, thread_id, run_id)
         asked: list[str] = [
@@ -128,16 +144,15 @@ def run_routes(project: Any) -> APIRouter:
         ]  # the SDK sends an empty one for "the run's"
         return record, asked or record.options.get("stream_mode") or ["values"]
 
-    @router.get("/threads/{thread_id}/runs/{run_id}/stream", response_class=EventSourceResponse,
-                responses=errors(403, 404))  # fmt: skip
+    @router.get("/threads/{thread_id}/runs/{run_id}/stream", response_class=StreamingResponse,
+                responses={200: SSE_DOC, **errors(403, 404)})  # fmt: skip
     async def join_run(
         request: Request, run: Annotated[tuple[RequestRecord, list[str]], Depends(joined)],
         cancel_on_disconnect: bool = False, last_event_id: Annotated[str | None, Header()] = None,
-    ) -> AsyncIterator[ServerSentEvent]:  # fmt: skip
+    ) -> StreamingResponse:  # fmt: skip
         record, modes = run
-        async for item in _stream(manager_of(request), record, modes, parse_part_id(last_event_id),
-                                  cancel_on_disconnect):  # fmt: skip
-            yield item
+        after = parse_part_id(last_event_id)
+        return sse_response(_stream(manager_of(request), record, modes, after, cancel_on_disconnect))
 
     @router.post(
         "/threads/{thread_id}/runs/{run_id}/cancel", status_code=202, responses=errors(403, 404, 409)
@@ -157,6 +172,10 @@ def run_routes(project: Any) -> APIRouter:
     return router
 
 
+JOIN_MODES = (
+    "The modes to stream (the run's own when none): repeated (stream_mode=values&stream_mode=custom) "
+    'or as one JSON array (stream_mode=["values","custom"]).'
+)
 CANCEL_ACTION = "Only interrupt: a cancelled run keeps its checkpoints (rollback is not served)."
 
 

@@ -65,6 +65,29 @@ def _nodes(spec: ProtocolSpec, graph: Graph, field: str, value: Any) -> Any:
     return list(value)
 
 
+#: Input keys AG-UI's and CopilotKit's LangGraph agents add to every run (the client's own tools and
+#: readable context): accepted and dropped while they are empty, as phasegraph's protocols run
+#: their own tools.
+CLIENT_KEYS = ("tools", "copilotkit")
+
+
+def _no_client_tools(given: dict[str, Any]) -> None:
+    """Refuse client-side tools or context (422) rather than drop them unseen."""
+    kit = given.get("copilotkit")
+    if kit is not None and not isinstance(kit, dict):
+        raise InvalidInputError("input.copilotkit: an object with actions and context")
+    found = {
+        "input.tools": given.get("tools"),
+        **{f"input.copilotkit.{k}": v for k, v in (kit or {}).items()},
+    }
+    for where, value in found.items():
+        if value:
+            raise InvalidInputError(
+                f"{where}: client-side tools and context are not served (each protocol runs its own "
+                "tools); send an empty list"
+            )
+
+
 def graph_input(spec: ProtocolSpec, graph: Graph, body: RunFields) -> tuple[Any, str | None]:
     """The graph input and the user's message in it (size and content checks), from input or command."""
     if body.command is not None:
@@ -74,11 +97,12 @@ def graph_input(spec: ProtocolSpec, graph: Graph, body: RunFields) -> tuple[Any,
     if body.input is None:
         return None, None  # go on from where the thread stopped
     allowed = set(graph.get_input_jsonschema().get("properties", {}))
-    unknown = sorted(set(body.input) - allowed)
+    unknown = sorted(set(body.input) - allowed - set(CLIENT_KEYS))
     if unknown:
         raise InvalidInputError(
             f"input.{unknown[0]} is not an input of {spec.id!r} ({', '.join(sorted(allowed))})"
         )
+    _no_client_tools(body.input)
     try:
         messages = convert_to_messages(body.input.get("messages", []))
     except (ValueError, TypeError, NotImplementedError) as exc:
@@ -86,7 +110,8 @@ def graph_input(spec: ProtocolSpec, graph: Graph, body: RunFields) -> tuple[Any,
     human = [m for m in messages if m.type == "human"]
     message = human[-1].text if human else ""
     spec.check_message(message)
-    return {**body.input, "messages": messages}, message
+    taken = {key: value for key, value in body.input.items() if key in allowed}
+    return {**taken, "messages": messages}, message
 
 
 def run_settings(
@@ -147,6 +172,8 @@ async def start_run(
     if not isinstance(graph_in, dict):  # no input or a command: the run goes on from ``base``
         require_next(base, graph_in)
     options["base_step"] = (base.metadata or {}).get("step", -2) if base.created_at else -2
+    if base.created_at:  # the checkpoint the run starts from names the nodes of its first step
+        options["base_checkpoint_id"] = base.config["configurable"]["checkpoint_id"]
     record = await manager.start(
         served, message or "", project_id=project_id, request_id=str(uuid4()), thread_id=thread.thread_id,
         model=model, show_tool_outputs=show, settings=settings, graph_input=graph_in, options=options,

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -95,6 +96,10 @@ def run_settings() -> RunSettings:
     return RunSettings()
 
 
+#: An origin as a browser sends it in ``Origin``: scheme, host, optional port; nothing after.
+_ORIGIN = re.compile(r"[a-z][a-z0-9+.-]*://[^/\s,?#]+")
+
+
 class ServerSettings(BaseSettings):
     """HTTP server settings (env prefix ``PHASEGRAPH_``)."""
 
@@ -160,6 +165,30 @@ class ServerSettings(BaseSettings):
     retention_interval_seconds: float = Field(
         default=300.0, gt=0, description="Seconds between retention rounds (one also runs at start)."
     )
+
+    cors_origins: str = Field(
+        default="",
+        description="Comma-separated origins whose pages may call this server from a browser "
+        "(http://localhost:5173,https://app.example.com), or * for any. Empty: no CORS headers at all.",
+    )
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, value: str) -> str:
+        """Each origin as a browser sends it (scheme://host[:port], no path), or ``*`` alone."""
+        origins = [o.strip() for o in value.split(",") if o.strip()]
+        if origins != ["*"]:
+            for origin in origins:
+                if not _ORIGIN.fullmatch(origin):
+                    raise ValueError(
+                        f"{origin!r} is not an origin: scheme://host[:port] with no path or trailing slash "
+                        "(http://localhost:5173), or * alone for any origin"
+                    )
+        return ",".join(origins)
+
+    def cors_origin_list(self) -> list[str]:
+        """The origins CORS allows (``["*"]``: any; empty: CORS off)."""
+        return [o for o in self.cors_origins.split(",") if o]
 
     def bearer_tokens(self) -> list[str]:
         """The token strings of ``api_tokens`` (secrets, whatever projects they cover)."""

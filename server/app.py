@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.staticfiles import StaticFiles
+from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp
 
 from phasegraph.nodes.errors import ConfigurationError
@@ -34,6 +35,10 @@ from phasegraph.server.storage.retention import Retention, parse_retention
 from phasegraph.server.storage.store import RequestStore
 from phasegraph.tools.networks import open_network_store
 from phasegraph.tools.planning import open_planning
+
+#: Headers pages read: where a run lives (``Content-Location``, as the LangGraph JS SDK reads it) and
+#: the pagination headers of its searches.
+CORS_EXPOSED_HEADERS = ["content-location", "location", "x-pagination-total", "x-pagination-next"]
 
 
 def create_app(settings: ServerSettings | None = None) -> FastAPI:
@@ -107,8 +112,22 @@ class _App(FastAPI):
         return self.openapi_schema
 
     def build_middleware_stack(self) -> ASGIApp:
-        """Starlette's stack, behind the JSON answer to a declared oversized body."""
-        return DeclaredTooLarge(super().build_middleware_stack(), self.state.settings.max_body_bytes)
+        """Starlette's stack, behind the JSON answer to a declared oversized body, behind CORS if set.
+
+        CORS comes first, so that every answer a browser page gets (a 401, a 413, a 500 too) carries
+        its headers and the page can read it, and a preflight is answered before any token is asked.
+        Any request header may be sent (``Authorization``, ``X-Phasegraph-Project``, ``Last-Event-ID``,
+        the SDKs' ``x-api-key`` and ``Prefer``, and whatever Studio adds): the origins are the guard.
+        """
+        settings = self.state.settings
+        stack = DeclaredTooLarge(super().build_middleware_stack(), settings.max_body_bytes)
+        origins = settings.cors_origin_list()
+        if not origins:
+            return stack
+        return CORSMiddleware(
+            stack, allow_origins=origins, allow_methods=["*"], allow_headers=["*"],
+            expose_headers=CORS_EXPOSED_HEADERS,
+        )  # fmt: skip
 
 
 app = create_app()

@@ -7,6 +7,7 @@ from typing import Any
 
 from langchain_core.load import dumpd
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateSnapshot
 from pydantic import BaseModel, ConfigDict
@@ -162,3 +163,31 @@ async def end_of_phase(
     require_next(chosen)
     fork = chosen.config["configurable"]["checkpoint_id"] != latest.config["configurable"]["checkpoint_id"]
     return chosen, fork
+
+
+async def copy_checkpoints(saver: BaseCheckpointSaver[Any], source: str, target: str) -> int:
+    """Copy every checkpoint of thread ``source`` (subgraphs' too) with its pending writes to ``target``.
+
+    Oldest first, ids and parents kept, so the copy has the same history, forks and interrupts and a
+    run on it goes on from the same point. Returns how many checkpoints were copied.
+    """
+    newest_first = [t async for t in saver.alist({"configurable": {"thread_id": source}})]
+    for saved in reversed(newest_first):
+        await _copy_one(saver, saved, target)
+    return len(newest_first)
+
+
+async def _copy_one(saver: BaseCheckpointSaver[Any], saved: CheckpointTuple, target: str) -> None:
+    """One checkpoint under ``target``: on its parent, all its channels stored, then its pending writes."""
+    namespace = saved.config["configurable"].get("checkpoint_ns", "")
+    parent = (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+    on: RunnableConfig = {"configurable": {"thread_id": target, "checkpoint_ns": namespace}}
+    if parent:
+        on["configurable"]["checkpoint_id"] = parent
+    versions = dict(saved.checkpoint["channel_versions"])  # every channel's blob, not only the changed ones
+    stored = await saver.aput(on, saved.checkpoint, saved.metadata, versions)
+    by_task: dict[str, list[tuple[str, Any]]] = {}
+    for task_id, channel, value in saved.pending_writes or []:
+        by_task.setdefault(task_id, []).append((channel, value))
+    for task_id, writes in by_task.items():
+        await saver.aput_writes(stored, writes, task_id)

@@ -4,16 +4,20 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, Header, Request
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
-from phasegraph.nodes.errors import NotFoundError
+from phasegraph.nodes.errors import ConfigurationError, NotFoundError
 from phasegraph.server.http.auth import Access
 from phasegraph.server.http.responses import ID_PATTERN
 from phasegraph.server.runs.manager import RunManager, manager_of
+from phasegraph.server.runs.protocols import Served
 from phasegraph.server.storage.checkpoints import thread_config
+from phasegraph.server.storage.records import RequestRecord
 from phasegraph.server.storage.threads import ThreadRecord, ThreadStore
 
 PROJECT_HEADER = "X-Phasegraph-Project"
+Graph = CompiledStateGraph[Any, Any, Any, Any]
 
 
 def project_dependency(caller: Callable[..., Access]) -> Callable[..., Any]:
@@ -56,17 +60,40 @@ async def forget(manager: RunManager, threads: ThreadStore, thread_key: str) -> 
     await threads.delete(thread_key)
 
 
+def served_of(manager: RunManager, thread: ThreadRecord, runs: list[RequestRecord]) -> Served | None:
+    """The thread's protocol as served here; ``None`` while the thread has none.
+
+    It is the protocol of the thread's first run or, before any, the one its metadata names as
+    ``graph_id`` (a copy of a thread, or a thread made for a graph, as the reference reads it).
+    """
+    name = runs[0].protocol if runs else thread.metadata.get("graph_id")
+    if not isinstance(name, str):
+        return None
+    try:
+        return manager.protocol(name)
+    except ConfigurationError:  # metadata naming no protocol served here: a thread with no graph yet
+        return None
+
+
+def graph_of(manager: RunManager, thread: ThreadRecord, runs: list[RequestRecord]) -> Graph | None:
+    """The graph of the thread's protocol (see :func:`served_of`); ``None`` while it has none."""
+    served = served_of(manager, thread, runs)
+    return served.graph if served is not None else None
+
+
 async def status_of(
     manager: RunManager, threads: ThreadStore, thread: ThreadRecord
 ) -> tuple[str, StateSnapshot | None]:
-    """The thread's status (idle, busy, interrupted, error) and its current state (``None``: no run yet)."""
+    """The thread's status (idle, busy, interrupted, error) and its current state (``None``: none yet)."""
     runs = await threads.requests(thread.thread_key)
-    if not runs:
+    graph = graph_of(manager, thread, runs)
+    if graph is None:
         return "idle", None
-    graph = manager.protocol(runs[0].protocol).graph
     snapshot = await graph.aget_state(thread_config(thread.thread_key))
+    if not runs and snapshot.created_at is None:
+        return "idle", None
     if any(r.status == "running" for r in runs):
         return "busy", snapshot
     if snapshot.next or snapshot.interrupts:
         return "interrupted", snapshot
-    return ("error" if runs[-1].status == "failed" else "idle"), snapshot
+    return ("error" if runs and runs[-1].status == "failed" else "idle"), snapshot

@@ -10,18 +10,34 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from phasegraph.server.http.langgraph_api.bodies import CheckpointBody, ThreadSearchBody
+from phasegraph.server.http.langgraph_api.bodies import ThreadSearchBody
 
 #: What ``POST /threads/search`` can sort by, and the fields ``select`` can keep of each thread.
 ThreadSortBy = Literal["thread_id", "status", "created_at", "updated_at", "state_updated_at"]
 ThreadField = Literal[
-    "thread_id", "created_at", "updated_at", "state_updated_at", "metadata", "config", "status", "values",
-    "interrupts",
+    "thread_id", "created_at", "updated_at", "state_updated_at", "metadata", "config", "context", "status",
+    "values", "interrupts",
 ]  # fmt: skip
 
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class CheckpointRef(_Body):
+    """A checkpoint of the thread, as a state names it (or as a state update answered it)."""
+
+    checkpoint_id: str
+    checkpoint_ns: Literal[""] = ""
+    thread_id: str | None = None  # when given, the thread of the route
+    checkpoint_map: dict[str, Any] = Field(default_factory=dict)
+
+
+class StateAtBody(_Body):
+    """``POST /threads/{id}/state/checkpoint``: the state at a checkpoint (the latest without one)."""
+
+    checkpoint: CheckpointRef | None = None
+    subgraphs: bool = False
 
 
 class ThreadQueryBody(ThreadSearchBody):
@@ -45,7 +61,7 @@ class StateUpdateBody(_Body):
     thread's latest: a fork, as a run from there would be.
     """
 
-    values: dict[str, Any] | list[dict[str, Any]] | None
+    values: dict[str, Any] | None  # LangGraph's state graphs take one dict per update
     as_node: str | None = None
-    checkpoint: CheckpointBody | None = None
+    checkpoint: CheckpointRef | None = None
     checkpoint_id: str | None = None

@@ -1,19 +1,25 @@
 """LangGraph API: changing a thread — its metadata, its state (as Studio edits it) and copies of it."""
 
 from typing import Annotated, Any
+from uuid import uuid4
 
 from fastapi import APIRouter, Depends, Header, Request, Response
 
+from phasegraph.nodes.errors import ConflictError
 from phasegraph.server.http.langgraph_api import views
-from phasegraph.server.http.langgraph_api.common import existing, status_of, threads_of
-from phasegraph.server.http.langgraph_api.thread_bodies import ThreadPatchBody
+from phasegraph.server.http.langgraph_api.common import existing, served_of, status_of, threads_of
+from phasegraph.server.http.langgraph_api.thread_bodies import StateUpdateBody, ThreadPatchBody
+from phasegraph.server.http.langgraph_api.thread_state import write_state
 from phasegraph.server.http.responses import errors
 from phasegraph.server.runs.manager import manager_of
+from phasegraph.server.storage.checkpoints import copy_checkpoints
+from phasegraph.server.storage.records import scoped_key
 
 MINIMAL = "return=minimal"
 #: ``Prefer: return=minimal`` (the SDKs' ``return_minimal``): 204, no thread in the answer.
 PREFER = Header(description=f"{MINIMAL}: answer 204 without the thread.")
 UPDATED = {**errors(403, 404), 204: {"description": f"Updated, answered without a body ({MINIMAL})."}}
+WRITTEN = errors(403, 404, 409, invalid_input="a value or node the thread's protocol does not have")
 
 
 def edit_routes(project: Any) -> APIRouter:
@@ -21,11 +27,7 @@ def edit_routes(project: Any) -> APIRouter:
     router = APIRouter(tags=["LangGraph Server API"])
     Project = Annotated[str, Depends(project)]
 
-    @router.patch(
-        "/threads/{thread_id}",
-        response_model=dict[str, Any],
-        responses=UPDATED,
-    )
+    @router.patch("/threads/{thread_id}", response_model=dict[str, Any], responses=UPDATED)
     async def update_thread(
         thread_id: str,
         body: ThreadPatchBody,
@@ -39,5 +41,38 @@ def edit_routes(project: Any) -> APIRouter:
             return Response(status_code=204)
         status, snapshot = await status_of(manager_of(request), threads, thread)
         return views.thread(thread, status, snapshot)
+
+    @router.post("/threads/{thread_id}/state", responses=WRITTEN)
+    async def update_state(
+        thread_id: str, body: StateUpdateBody, request: Request, project_id: Project
+    ) -> dict[str, Any]:
+        """A new checkpoint with ``values`` written as ``as_node`` would have (Studio's state edit)."""
+        manager, threads = manager_of(request), threads_of(request)
+        thread = await existing(threads, project_id, thread_id)
+        runs = await threads.requests(thread.thread_key)
+        served = served_of(manager, thread, runs)
+        if served is None:
+            raise ConflictError(
+                f"thread {thread_id!r} has no graph yet: run it once, or create it with metadata graph_id"
+            )
+        last_run = next((r for r in reversed(runs) if r.protocol == served.id), None)
+        checkpoint = await write_state(served, thread, body, last_run, manager.store.thread_busy)
+        await threads.touch(thread)
+        return {"checkpoint": checkpoint}
+
+    @router.post("/threads/{thread_id}/copy", responses=errors(403, 404))
+    async def copy_thread(thread_id: str, request: Request, project_id: Project) -> dict[str, Any]:
+        """A new thread in the project with the same checkpoints (history, forks, interrupts) and metadata."""
+        manager, threads = manager_of(request), threads_of(request)
+        thread = await existing(threads, project_id, thread_id)
+        served = served_of(manager, thread, await threads.requests(thread.thread_key))
+        copy_id = str(uuid4())
+        metadata = {**thread.metadata, "thread_id": copy_id}
+        if served is not None:  # a copy has no runs of its own: its metadata says whose state it holds
+            metadata.setdefault("graph_id", served.id)
+        copy = await threads.create(project_id, copy_id, metadata)
+        await copy_checkpoints(manager.checkpointer, thread.thread_key, scoped_key(project_id, copy_id))
+        status, snapshot = await status_of(manager, threads, copy)
+        return views.thread(copy, status, snapshot)
 
     return router

@@ -7,17 +7,17 @@ from fastapi import APIRouter, Depends, Request, Response
 from langgraph.types import StateSnapshot
 from pydantic import TypeAdapter
 
-from phasegraph.nodes.errors import ConflictError, NotFoundError
+from phasegraph.nodes.errors import ConflictError, InvalidInputError, NotFoundError
 from phasegraph.server.http.langgraph_api import views
 from phasegraph.server.http.langgraph_api.bodies import (
     AssistantSearchBody,
     CheckpointBody,
     HistoryBody,
     ThreadCreateBody,
-    ThreadSearchBody,
 )
-from phasegraph.server.http.langgraph_api.common import existing, forget, status_of, threads_of
+from phasegraph.server.http.langgraph_api.common import existing, forget, graph_of, status_of, threads_of
 from phasegraph.server.http.langgraph_api.starting import protocol_of
+from phasegraph.server.http.langgraph_api.thread_bodies import StateAtBody, ThreadQueryBody
 from phasegraph.server.http.langgraph_api.thread_edits import edit_routes
 from phasegraph.server.http.responses import errors
 from phasegraph.server.runs.manager import manager_of
@@ -69,14 +69,23 @@ def thread_routes(project: Any) -> APIRouter:
     @router.get("/assistants/{assistant_id}/schemas", responses=errors(403, 404))
     async def get_schemas(assistant_id: str, request: Request, project_id: Project) -> dict[str, Any]:
         served = protocol_of(manager_of(request), assistant_id)
-        spec, graph = served.spec, served.graph
+        return {"graph_id": served.spec.id, **_schemas(served.graph)}
+
+    @router.get("/assistants/{assistant_id}/subgraphs", responses=errors(403, 404))
+    async def get_subgraphs(
+        assistant_id: str, request: Request, project_id: Project, recurse: bool = False
+    ) -> dict[str, Any]:
+        """Each subgraph's schemas by its namespace (the node it runs in; ``a|b`` for nested ones)."""
+        return await _subgraphs(protocol_of(manager_of(request), assistant_id).graph, None, recurse)
+
+    @router.get("/assistants/{assistant_id}/subgraphs/{namespace}", responses=errors(403, 404))
+    async def get_subgraphs_in(
+        assistant_id: str, namespace: str, request: Request, project_id: Project, recurse: bool = False
+    ) -> dict[str, Any]:
+        """The subgraph of that namespace (and with ``recurse`` the ones inside it); ``{}`` for none."""
+        graph = protocol_of(manager_of(request), assistant_id).graph
         return {
-            "graph_id": spec.id,
-            "input_schema": graph.get_input_jsonschema(),
-            "output_schema": graph.get_output_jsonschema(),
-            "state_schema": _state_schema(graph.builder.state_schema),
-            "config_schema": graph.get_config_jsonschema(),
-            "context_schema": graph.get_context_jsonschema(),
+            ns: _schemas(sub) async for ns, sub in graph.aget_subgraphs(namespace=namespace, recurse=recurse)
         }
 
     @router.post("/threads", responses=errors(400, 403, 409))
@@ -105,7 +114,7 @@ def thread_routes(project: Any) -> APIRouter:
 
     @router.post("/threads/search", responses=errors(400, 403))
     async def search_threads(
-        body: ThreadSearchBody, request: Request, project_id: Project
+        body: ThreadQueryBody, request: Request, project_id: Project
     ) -> list[dict[str, Any]]:
         threads, manager = threads_of(request), manager_of(request)
         found: list[dict[str, Any]] = []
@@ -113,7 +122,8 @@ def thread_routes(project: Any) -> APIRouter:
             status, snapshot = await status_of(manager, threads, thread)
             if body.status in (None, status):
                 found.append(views.thread(thread, status, snapshot))
-        return found[body.offset : body.offset + body.limit]
+        found.sort(key=views.sort_key(body.sort_by), reverse=body.sort_order == "desc")
+        return [views.selected(t, body.select) for t in found[body.offset : body.offset + body.limit]]
 
     @router.delete("/threads/{thread_id}", status_code=204, responses=errors(403, 404, 409))
     async def delete_thread(thread_id: str, request: Request, project_id: Project) -> Response:
@@ -138,6 +148,19 @@ def thread_routes(project: Any) -> APIRouter:
         graph, thread = await _graph_of(request, project_id, thread_id)
         return views.state(thread_id, await _checkpoint(graph, thread, thread_id, checkpoint_id))
 
+    @router.post("/threads/{thread_id}/state/checkpoint", responses=errors(403, 404))
+    async def get_state_at_checkpoint(
+        thread_id: str, body: StateAtBody, request: Request, project_id: Project
+    ) -> dict[str, Any]:
+        """The state at ``checkpoint`` (the JS SDK's ``getState`` with a checkpoint), or the latest."""
+        if body.checkpoint is None:
+            return await get_state(thread_id, request, project_id)
+        if body.checkpoint.thread_id not in (None, thread_id):
+            raise InvalidInputError(
+                "checkpoint.thread_id: a state of another thread is read on its own route"
+            )
+        return await get_state_at(thread_id, body.checkpoint.checkpoint_id, request, project_id)
+
     @router.post("/threads/{thread_id}/history", responses=errors(400, 403, 404))
     async def history(
         thread_id: str, body: HistoryBody, request: Request, project_id: Project
@@ -159,11 +182,10 @@ def thread_routes(project: Any) -> APIRouter:
 
 
 async def _graph_of(request: Request, project_id: str, thread_id: str) -> tuple[Any | None, str]:
-    """The graph of the thread's protocol (``None`` before its first run) and the thread's key."""
+    """The graph of the thread's protocol (``None`` while it has none) and the thread's key."""
     threads = threads_of(request)
     thread = await existing(threads, project_id, thread_id)
-    runs = await threads.requests(thread.thread_key)
-    graph = manager_of(request).protocol(runs[0].protocol).graph if runs else None
+    graph = graph_of(manager_of(request), thread, await threads.requests(thread.thread_key))
     return graph, thread.thread_key
 
 
@@ -174,6 +196,22 @@ async def _checkpoint(
     if graph is None:
         raise NotFoundError(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}")
     return await snapshot_at(graph, thread_key, checkpoint_id, shown_as=thread_id)
+
+
+async def _subgraphs(graph: Any, namespace: str | None, recurse: bool) -> dict[str, Any]:
+    """The schemas of the graph's subgraphs (only ``namespace``'s when given), by namespace."""
+    return {ns: _schemas(sub) async for ns, sub in graph.aget_subgraphs(namespace=namespace, recurse=recurse)}
+
+
+def _schemas(graph: Any) -> dict[str, Any]:
+    """A graph's input, output, state, config and context schemas, as the reference names them."""
+    return {
+        "input_schema": graph.get_input_jsonschema(),
+        "output_schema": graph.get_output_jsonschema(),
+        "state_schema": _state_schema(graph.builder.state_schema),
+        "config_schema": graph.get_config_jsonschema(),
+        "context_schema": graph.get_context_jsonschema(),
+    }
 
 
 def _state_schema(schema: Any) -> dict[str, Any] | None:

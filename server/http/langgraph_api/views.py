@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -119,6 +120,20 @@ def thread(record: ThreadRecord, status: str, snapshot: StateSnapshot | None) ->
         "values": jsonable(snapshot.values) if snapshot is not None and snapshot.config else None,
         "interrupts": interrupts,
     }
+
+
+def sort_key(field: str) -> Callable[[dict[str, Any]], Any]:
+    """How ``POST /threads/search`` orders threads by ``field`` (times as times, not as text)."""
+    if field in ("created_at", "updated_at", "state_updated_at"):
+        return lambda thread: datetime.fromisoformat(thread[field])
+    return lambda thread: thread[field]
+
+
+def selected(thread: dict[str, Any], fields: Sequence[str] | None) -> dict[str, Any]:
+    """The thread with only ``fields`` (all of them without a ``select``); threads carry no context."""
+    if fields is None:
+        return thread
+    return {field: thread.get(field, {}) for field in fields}
 
 
 def run(record: RequestRecord, status: str | None = None) -> dict[str, Any]:

@@ -1,11 +1,13 @@
 """AG-UI over real HTTP: ``POST /ag-ui/{protocol}`` streams events read back with ag-ui-protocol's models.
 
 Every stream is parsed with a ``TypeAdapter`` over ``ag_ui.core.Event`` and checked for AG-UI's order
-(RUN_STARTED first, RUN_FINISHED or RUN_ERROR last, every message, tool call and step closed). The runs
-are ordinary requests: the same ids in ``GET /api/requests``, the same events in their replay. A pause
-(the pause route) and the planner's question before a destructive call end a run with the interrupt
-outcome, and a later run's ``resume`` continues it; a client that leaves pauses its run. Two servers,
-started together: the bundled demos, and a paced script that archives a project (that one has tokens).
+(RUN_STARTED and the STATE_SNAPSHOT first, MESSAGES_SNAPSHOT and RUN_FINISHED or RUN_ERROR last, every
+message, tool call and step closed). The runs are ordinary requests: the same ids in ``GET
+/api/requests``, the same events in their replay. A pause (the pause route) and the planner's question
+before a destructive call end a run with the interrupt outcome, and a later run's ``resume`` continues
+it; a client that leaves pauses its run. Two servers, started together: the bundled demos, and a paced
+script that archives a project (that one has tokens). Later turns as clients send them:
+``test_ag_ui_turns.py``.
 """
 
 import json
@@ -20,6 +22,7 @@ from ag_ui.core import (
     BaseEvent,
     CustomEvent,
     Event,
+    MessagesSnapshotEvent,
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
@@ -58,6 +61,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, 
         turn("", ("archive_project", {})),
         turn("", ("archive_project", {})),
         turn("Orbit is archived."),
+        follow_ups=[[turn("", ("archive_project", {})), turn("Orbit is archived.")]],  # the planner's yes
         chunk_delay_ms=20,  # paced, so a client can leave mid-run
     )
 
@@ -115,7 +119,8 @@ def _check_order(events: list[BaseEvent]) -> None:
     """AG-UI's rules: one run, opened first and closed last; messages, calls and steps each balanced."""
     assert isinstance(events[0], RunStartedEvent) and events[0].protocol_version == "1.0"
     assert isinstance(events[-1], RunFinishedEvent | RunErrorEvent)
-    assert isinstance(events[-2], StateSnapshotEvent)  # the thread's state, just before the end
+    assert isinstance(events[1], StateSnapshotEvent)  # the thread's state as the run starts
+    assert isinstance(events[-2], MessagesSnapshotEvent)  # the thread's messages, just before the end
     messages: set[str] = set()
     calls: set[str] = set()
     steps: list[str] = []
@@ -213,8 +218,8 @@ def test_a_triggered_phase_run_streams_as_ag_ui_and_is_an_ordinary_request(demo:
         ("call_1_1", {"status": "ok"}), ("call_2_1", {"status": "ok"}),
     ]  # fmt: skip
     assert [e.name for e in _of(events, CustomEvent)] == ["duplicate_tool_call"]
-    snapshot = _of(events, StateSnapshotEvent)[0].snapshot
-    assert snapshot["messages"][0]["kwargs"]["content"] == ROADMAP
+    asked = events[-2].messages[0]
+    assert (asked.role, asked.content) == ("user", ROADMAP)
     # an ordinary request: its status, its trace, and every one of its events in the AG-UI stream
     status = demo.get("/api/requests/agui-phases").json()
     assert (status["status"], status["protocol"], status["threadId"]) == (
@@ -335,11 +340,11 @@ def test_a_dropped_connection_pauses_the_run_like_every_stream(servers: tuple[Se
     with httpx.Client(base_url=servers[1].url, headers=TOKEN, timeout=60) as client:
         body = _input("agui-left", "agui-left-thread")
         with client.stream("POST", "/ag-ui/triggered_phase", json=body) as response:
-            first = list(islice(_frames(response), 2))  # then the client leaves
+            first = list(islice(_frames(response), 3))  # then the client leaves
         replayed = stream(client, "GET", "/api/requests/agui-left/stream")
         resumed = _run(client, "triggered_phase", _resume("agui-left-2", "pause:agui-left", "resolved"))
 
-    assert [e.type for e in first] == ["RUN_STARTED", "STEP_STARTED"]
+    assert [e.type for e in first] == ["RUN_STARTED", "STATE_SNAPSHOT", "STEP_STARTED"]
     assert replayed[-1].type == "paused" and replayed[-1].reason == "disconnected"
     assert _finished(resumed).outcome.type == "success"
     assert _texts(resumed)[-1] == "Orbit is archived."
@@ -415,9 +420,9 @@ def _said(role: str, content: Any) -> dict[str, Any]:
         ("/ag-ui/no_such_protocol", {}, 404, "unknown protocol"),
         (TP, _said("assistant", "Hi"), 422, "no user message"),
         (TP, _said("user", [IMAGE]), 422, "'text'"),
-        (TP, {"tools": [{"name": "lookup", "description": "client-side"}]}, 422, "at most 0"),
-        (TP, {"context": [{"description": "d", "value": "v"}]}, 422, "at most 0"),
-        (TP, {"state": {"count": 1}}, 422, "at most 0"),
+        (TP, {"tools": [{"name": "lookup", "description": "d"}]}, 422, "tools are not supported (lookup)"),
+        (TP, {"context": [{"description": "d", "value": "v"}]}, 422, "client context is not supported"),
+        (TP, {"state": {"count": 1}}, 409, "/count (the thread has none)"),
         (TP, {"threadId": "a/b"}, 422, "pattern"),
         (TP, {"runId": ".."}, 422, "cannot be addressed"),
         (TP, {"surprise": True}, 422, "Extra inputs"),
@@ -448,7 +453,7 @@ def test_the_last_user_message_is_answered_and_a_run_id_names_one_run(demo: http
     first = _run(demo, "triggered_phase", body)
     again = demo.post("/ag-ui/triggered_phase", json=body)
 
-    humans = [m for m in first[-2].snapshot["messages"] if m["kwargs"]["type"] == "human"]
-    assert [m["kwargs"]["content"] for m in humans] == ["Summarise\nit"]
+    humans = [m.content for m in first[-2].messages if m.role == "user"]
+    assert humans == ["Summarise\nit"]
     assert _finished(first).outcome.type == "success"
     assert again.status_code == 409 and "already exists" in again.json()["message"]

@@ -6,30 +6,35 @@ One more surface on the run machinery: a run started here is an ordinary request
 request's own events are read through the same follower as every other stream (a dropped
 connection pauses the run) and translated one by one:
 
-* ``RUN_STARTED`` first; then, as the run goes, ``text`` → ``TEXT_MESSAGE_START/CONTENT/END`` (a
-  message ends at the first event that is not text), ``tool_call`` →
-  ``TOOL_CALL_START/ARGS/END``, ``tool_result`` → ``TOOL_CALL_RESULT`` (the output when shown,
-  else its status), ``phase_start``/``phase_end`` and the planner's ``step_start``/``step_complete``
-  → ``STEP_STARTED``/``STEP_FINISHED``, every other event → ``CUSTOM`` (name: its type, value: its
-  JSON). Each AG-UI event made from one of ours carries that event's JSON as ``rawEvent``.
-* At the end, whatever is open is closed (a run may stop mid-phase), the thread's checkpointed state
-  goes out as ``STATE_SNAPSHOT``, and the last event is ``RUN_FINISHED`` or ``RUN_ERROR``: ``final``
-  finishes as success (``result``: the final event; its answer becomes a text message unless it was
-  just streamed), ``cancelled`` with the cancelled outcome, ``error`` as ``RUN_ERROR`` (code: its kind).
+* ``RUN_STARTED`` first, then the thread's state as ``STATE_SNAPSHOT`` (plain JSON, messages in
+  AG-UI's format: see ``state.py`` and ``messages.py``); then, as the run goes, ``text`` →
+  ``TEXT_MESSAGE_START/CONTENT/END`` (a message ends at the first event that is not text),
+  ``tool_call`` → ``TOOL_CALL_START/ARGS/END``, ``tool_result`` → ``TOOL_CALL_RESULT`` (the output
+  when shown, else its status), ``phase_start``/``phase_end`` and the planner's
+  ``step_start``/``step_complete`` → ``STEP_STARTED``/``STEP_FINISHED``, every other event →
+  ``CUSTOM`` (name: its type, value: its JSON); after each event that is not model text, what changed
+  in the thread's state as ``STATE_DELTA`` (JSON Patch against what the stream sent last). Each AG-UI
+  event made from one of ours carries that event's JSON as ``rawEvent``.
+* At the end, whatever is open is closed (a run may stop mid-phase), the state's last changes go out
+  as ``STATE_DELTA``, the thread's messages as ``MESSAGES_SNAPSHOT``, and the last event is
+  ``RUN_FINISHED`` or ``RUN_ERROR``: ``final`` finishes as success (``result``: the final event; its
+  answer becomes a text message unless it was just streamed), ``cancelled`` with the cancelled
+  outcome, ``error`` as ``RUN_ERROR`` (code: its kind).
 * A run that stops to wait finishes with the interrupt outcome: ``paused`` names the interrupt
   ``pause:<requestId>``; a ``final`` that leaves a LangGraph ``interrupt`` pending on the thread (the
   planner's question before a destructive call) names it by its LangGraph id. The next run answers it
   with ``resume``: ``resolved`` continues the paused request (same request, same ``runId``) or starts
-  the thread's next turn with the answer (``payload``, a string, or else the last user message);
+  the thread's next turn with the answer (``payload``, a string, or else the new user message);
   ``cancelled`` cancels a paused request (a question can only be answered). A plain new user message
   on the thread answers a question too, as on every other route.
 
-What the protocols cannot take is refused with a 4xx before the stream starts: client-side ``tools``,
-``context`` and a client ``state`` (runs start from the thread's checkpoint), user content other than
-text, unknown fields. ``forwardedProps`` are the protocol's client settings (the generic route's
-``settings``); the model is the server's default and tool outputs are not shown (no AG-UI field
-chooses them). The user's message is the last user message of ``messages``; the messages before it
-are the client's copy of a conversation the thread's checkpoint already holds.
+What the protocols cannot take is refused with a 4xx before the stream starts: client-side ``tools``
+and ``context`` (empty lists are fine), a client ``state`` the server never sent for the thread (409;
+the state it sent, a part of it, or ``{}`` is fine: runs start from the thread's checkpoint anyway),
+user content other than text, unknown fields. ``forwardedProps`` are the protocol's client settings
+(the generic route's ``settings``); the model is the server's default and tool outputs are not shown
+(no AG-UI field chooses them). The turn's input is the user messages ending ``messages`` that the
+thread does not hold yet; the messages before them are the client's copy of the conversation.
 """
 
 from phasegraph.server.http.ag_ui.routes import ag_ui_routes

@@ -77,13 +77,22 @@ class AgUiInput(RunAgentInput):
         },
     )
     tools: list[AgUiTool] | None = Field(
-        default=None, max_length=0, description="None: the protocols call only their own tools."
+        default=None,
+        description="Empty: the protocols call only their own, server-side tools (client tools are refused).",
+        json_schema_extra={"maxItems": 0},
     )
     context: list[AgUiContext] | None = Field(
-        default=None, max_length=0, description="None: the protocols take no ambient context."
+        default=None,
+        description="Empty: the protocols take no ambient context (client context is refused).",
+        json_schema_extra={"maxItems": 0},
     )
-    state: Annotated[dict[str, Any], Field(max_length=0)] | None = Field(
-        default=None, description="Empty: a run starts from its thread's checkpointed state."
+    state: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "The thread's state as this server last sent it (STATE_SNAPSHOT with the STATE_DELTAs applied), "
+            "a part of it, or {}: a run starts from the thread's checkpointed state, and any other state "
+            "is refused (409)."
+        ),
     )
     forwarded_props: dict[str, Any] | None = Field(
         default=None,
@@ -93,6 +102,28 @@ class AgUiInput(RunAgentInput):
     resume: list[ResumeEntry] | None = Field(
         default=None, max_length=1, description="The answer to the interrupt the thread's last run left open."
     )
+
+    @field_validator("tools")
+    @classmethod
+    def _no_client_tools(cls, tools: list[AgUiTool] | None) -> list[AgUiTool] | None:
+        if tools:
+            names = ", ".join(tool.name for tool in tools)
+            raise ValueError(
+                f"client-side tools are not supported ({names}): the protocols call only their own "
+                "server-side tools; send tools: []"
+            )
+        return tools
+
+    @field_validator("context")
+    @classmethod
+    def _no_client_context(cls, context: list[AgUiContext] | None) -> list[AgUiContext] | None:
+        if context:
+            raise ValueError(
+                f"client context is not supported ({len(context)} items): the protocols read only the "
+                "conversation and their own tools; put what the agent should know in a user message, or "
+                "send context: []"
+            )
+        return context
 
     @field_validator("messages")
     @classmethod

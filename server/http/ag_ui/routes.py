@@ -6,18 +6,21 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any, cast
 
-from ag_ui.core import PROTOCOL_VERSION, BaseEvent, ResumeEntry, RunErrorEvent, RunStartedEvent
+from ag_ui.core import PROTOCOL_VERSION, BaseEvent, ResumeEntry, RunErrorEvent, RunStartedEvent, TextPart
 from ag_ui.encoder import EventEncoder
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import StreamingResponse
 from fastapi.sse import ServerSentEvent
+from langgraph.types import StateSnapshot
 
 from phasegraph.graphs.registry import PROTOCOLS
 from phasegraph.nodes.errors import ConflictError, InvalidInputError, NotFoundError
-from phasegraph.nodes.events import parse_event
+from phasegraph.nodes.events import TextChunk, parse_event
 from phasegraph.server.http.ag_ui.inputs import AgUiInput, TextUserMessage
-from phasegraph.server.http.ag_ui.translation import PAUSE_PREFIX, Translation, now
+from phasegraph.server.http.ag_ui.messages import message_id
+from phasegraph.server.http.ag_ui.state import StateStream, check_client_state
+from phasegraph.server.http.ag_ui.translation import PAUSE_PREFIX, Translation, millis, now
 from phasegraph.server.http.auth import Access
 from phasegraph.server.http.responses import ID_PATTERN, STARTS, errors
 from phasegraph.server.http.sse import follow_sse
@@ -72,9 +75,11 @@ def ag_ui_routes(caller: Any) -> APIRouter:
         manager = manager_of(request)
         manager.starter.check_message_count(len(body.messages))
         served = manager.protocol(protocol)  # resolved once: everything below is given it
+        thread = await _thread(manager, served, body.thread_id, project_id)
+        await check_client_state(body.state or {}, served.graph, thread.first, thread.current)
         if body.resume:
-            return await _answer(manager, served, body, project_id, body.resume[0])
-        return _Run(await _start(manager, served, body, project_id, _user_message(body)), served, 0)
+            return await _answer(manager, served, body, project_id, body.resume[0], thread)
+        return _Run(await _start(manager, served, body, project_id, _turn(body, thread)), served, 0)
 
     @router.post(
         "/ag-ui/{protocol}",
@@ -106,27 +111,73 @@ async def _start(
     )  # fmt: skip
 
 
-def _user_message(body: AgUiInput) -> str:
-    """The text of the last user message (the input's validator guarantees there is one)."""
-    last = next(m for m in reversed(body.messages) if isinstance(m, TextUserMessage))
-    if isinstance(last.content, str):
-        return last.content
-    return "\n".join(part.text for part in last.content)
+@dataclass(frozen=True)
+class _Thread:
+    """The thread a run goes on: its first request and its checkpoint now (both ``None``: a new thread)."""
+
+    first: RequestRecord | None
+    current: StateSnapshot | None
+
+    def message_ids(self) -> set[str]:
+        """The ids of the messages the thread holds, as its ``MESSAGES_SNAPSHOT`` names them."""
+        if self.first is None or self.current is None:
+            return set()
+        held = (self.current.values or {}).get("messages") or []
+        return {message_id(message, self.first.thread_id, n) for n, message in enumerate(held)}
+
+
+async def _thread(manager: RunManager, served: Served, thread_id: str, project_id: str) -> _Thread:
+    """The project's thread of that id, read once for every check of the run's input."""
+    found = await manager.store.threads(thread_id, frozenset({project_id}))
+    if not found:
+        return _Thread(None, None)
+    if found[0].protocol != served.id:
+        raise ConflictError(f"thread {thread_id!r} belongs to protocol {found[0].protocol!r}")
+    return _Thread(found[0], await served.graph.aget_state(thread_config(found[0].thread_key)))
+
+
+def _new_user_messages(body: AgUiInput, thread: _Thread) -> list[TextUserMessage]:
+    """The user messages ending ``messages`` that the thread does not hold yet (the client's new turn)."""
+    held, new = thread.message_ids(), []
+    for message in reversed(body.messages):
+        if not isinstance(message, TextUserMessage) or message.id in held:
+            break
+        new.append(message)
+    return new[::-1]
+
+
+def _text(messages: list[TextUserMessage]) -> str:
+    """The user's words: each message's text (text parts joined by newlines), a blank line between."""
+    return "\n\n".join(m.content if isinstance(m.content, str) else _joined(m.content) for m in messages)
+
+
+def _joined(parts: list[TextPart]) -> str:
+    return "\n".join(part.text for part in parts)
+
+
+def _turn(body: AgUiInput, thread: _Thread) -> str:
+    """The text of the turn a run answers: the new user messages at the end of ``messages``."""
+    new = _new_user_messages(body, thread)
+    if not new:
+        last = body.messages[-1]
+        raise InvalidInputError(
+            f"messages ends with {last.role} message {last.id!r}, not with a user message thread "
+            f"{body.thread_id!r} does not hold yet: a run answers the new user messages at the end of "
+            "messages (the ones before them are the client's copy of the thread)"
+        )
+    return _text(new)
 
 
 async def _answer(
-    manager: RunManager, served: Served, body: AgUiInput, project_id: str, entry: ResumeEntry
+    manager: RunManager, served: Served, body: AgUiInput, project_id: str, entry: ResumeEntry, thread: _Thread
 ) -> _Run:
     """Continue from the interrupt ``entry`` answers: a paused request, or a question on the thread."""
     if entry.interrupt_id.startswith(PAUSE_PREFIX):
         return await _continue_paused(manager, served, body, project_id, entry)
     closed = NotFoundError(f"thread {body.thread_id!r} has no open interrupt {entry.interrupt_id!r}")
-    found = await manager.store.threads(body.thread_id, frozenset({project_id}))
-    if not found:
+    if thread.current is None:
         raise closed
-    if found[0].protocol != served.id:
-        raise ConflictError(f"thread {body.thread_id!r} belongs to protocol {found[0].protocol!r}")
-    pending = [i.id for i in (await served.graph.aget_state(thread_config(found[0].thread_key))).interrupts]
+    pending = [i.id for i in thread.current.interrupts]
     if entry.interrupt_id not in pending:
         raise closed
     if unanswered := [i for i in pending if i != entry.interrupt_id]:
@@ -134,9 +185,15 @@ async def _answer(
     if entry.status == "cancelled":
         raise InvalidInputError(
             f"interrupt {entry.interrupt_id!r} is a question the thread waits on: it can be answered, not "
-            "cancelled (status 'resolved', the answer as payload or as the last user message)"
+            "cancelled (status 'resolved', the answer as payload or as a new user message)"
         )
-    answer = _user_message(body) if entry.payload is None else entry.payload
+    new = _new_user_messages(body, thread)
+    if entry.payload is None and not new:
+        raise InvalidInputError(
+            f"interrupt {entry.interrupt_id!r} waits for an answer: give it as payload (a string) or as a "
+            "new user message at the end of messages"
+        )
+    answer = _text(new) if entry.payload is None else entry.payload
     if not isinstance(answer, str):
         raise InvalidInputError(f"interrupt {entry.interrupt_id!r} takes words: its payload must be a string")
     return _Run(await _start(manager, served, body, project_id, answer), served, 0)
@@ -167,22 +224,28 @@ async def _continue_paused(
 async def _stream(manager: RunManager, run: _Run, parent_run_id: str | None) -> AsyncIterator[BaseEvent]:
     """The run as AG-UI events: RUN_STARTED, its events translated, then how it ended."""
     record, translation = run.record, Translation(run.record)
+    states = StateStream(run.served.graph, record)
     yield RunStartedEvent(
         thread_id=record.thread_id, run_id=record.request_id, parent_run_id=parent_run_id,
         protocol_version=PROTOCOL_VERSION, timestamp=now(),
     )  # fmt: skip
     try:
+        yield await states.snapshot(now())
         # The shared follower: a dropped connection pauses the run like on every other stream.
         follower = cast(AsyncGenerator[ServerSentEvent, None], follow_sse(manager, record, run.after, "stop"))
         async with contextlib.aclosing(follower) as followed:
             async for item in followed:
                 event = parse_event(item.raw_data or "")
                 if isinstance(event, STOPS):
-                    for ending in await translation.ending(event, run.served.graph):
+                    for ending in await translation.ending(event, states):
                         yield ending
                     return
                 for translated in translation.of(event):
                     yield translated
+                if not isinstance(event, TextChunk):  # anything but model text may follow a state change
+                    _, values = await states.read()
+                    for delta in states.delta(values, millis(event)):
+                        yield delta
         message, code = INCOMPLETE, "incomplete"
     except Exception:  # the machinery failed, not the run: the stream still ends as AG-UI requires
         logger.exception("request %s: its AG-UI stream failed", record.request_id)

@@ -8,13 +8,13 @@ from ag_ui.core import (
     BaseEvent,
     CustomEvent,
     Interrupt,
+    MessagesSnapshotEvent,
     RunErrorEvent,
     RunFinishedCancelledOutcome,
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
     RunFinishedOutcome,
     RunFinishedSuccessOutcome,
-    StateSnapshotEvent,
     StepFinishedEvent,
     StepStartedEvent,
     TextMessageContentEvent,
@@ -25,7 +25,6 @@ from ag_ui.core import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
-from langchain_core.load import dumpd
 from langgraph.types import Interrupt as GraphInterrupt
 
 from phasegraph.nodes.events import (
@@ -43,8 +42,7 @@ from phasegraph.nodes.events import (
     ToolResultEvent,
 )
 from phasegraph.nodes.redact import redactor
-from phasegraph.server.runs.protocols import Graph
-from phasegraph.server.storage.checkpoints import thread_config
+from phasegraph.server.http.ag_ui.state import StateStream, plain
 from phasegraph.server.storage.records import RequestRecord
 
 #: The interrupt of a paused request is named after it: ``pause:<requestId>``.
@@ -93,17 +91,18 @@ class Translation:
                 return [*out, *self._step(_step_name(event), started=False, ts=ts, raw=raw)]
         return [*out, CustomEvent(name=event.type, value=raw, timestamp=ts)]
 
-    async def ending(self, event: Event, graph: Graph) -> list[BaseEvent]:
-        """The last events: the unstreamed answer, what is open closed, the state, and the outcome."""
+    async def ending(self, event: Event, states: StateStream) -> list[BaseEvent]:
+        """The last events: the unstreamed answer, what is open closed, state and messages, the outcome."""
         # Read first: if reading fails, nothing is closed yet and the failure's RUN_ERROR closes it all.
-        state = await graph.aget_state(thread_config(self.record.thread_key))
-        values = redactor().data(dumpd(state.values or {}))
+        state, values = await states.read()
         raw, ts = event.to_dict(), millis(event)
         out: list[BaseEvent] = []
         if isinstance(event, Final) and event.answer.strip() and event.answer.strip() != self.said.strip():
             out += self._say(event.answer, event.seq, ts, None)
         out += self.closing(ts)
-        out.append(StateSnapshotEvent(snapshot=values, timestamp=ts))
+        out += states.delta(values, ts)
+        if isinstance(values.get("messages"), list):
+            out.append(MessagesSnapshotEvent(messages=values["messages"], timestamp=ts))
         if isinstance(event, ErrorEvent):
             return [*out, RunErrorEvent(message=event.message, code=event.kind, timestamp=ts, raw_event=raw)]
         final = isinstance(event, Final)
@@ -169,7 +168,7 @@ class Translation:
 
 def _question(pending: GraphInterrupt) -> Interrupt:
     """A LangGraph interrupt left on the thread, as AG-UI's interrupt (answered in words)."""
-    value = redactor().data(dumpd(pending.value))
+    value = redactor().data(plain(pending.value))
     question = value.get("question") if isinstance(value, dict) else value
     return Interrupt(
         id=pending.id,

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from phasegraph.graphs.registry import PROTOCOLS, get_protocol
@@ -26,6 +27,7 @@ from phasegraph.server.storage.checkpoints import thread_config
 from phasegraph.server.storage.persistence import open_checkpointer
 from phasegraph.server.storage.records import scoped_key
 from tests.helpers import turn
+from tests.server.conftest import Server, stream
 
 PHASEGRAPH = str(Path(sys.executable).parent / "phasegraph")
 #: One command can take a while on a loaded machine (each starts Python and imports LangChain).
@@ -248,3 +250,26 @@ def test_a_question_the_thread_asked_takes_the_next_message_as_its_answer(tmp_pa
     results = [(e["name"], e["status"]) for e in events if e["type"] == "tool_result"]
     assert results[0] == ("archive_project", "ok") and events[-1]["answer"] == "Archived."
     assert _requests(tmp_path, "plan") == [("planner", "completed")] * 3
+
+
+def test_the_server_and_the_command_take_turns_on_one_thread(tmp_path: Path):
+    first = _cli(tmp_path, "run", "triggered_phase", "Summarise the roadmap", "--thread", "shared")
+    assert first.returncode == 0, first.stderr
+    database = {"PHASEGRAPH_CHECKPOINTER": f"sqlite:{tmp_path / 'state.db'}"}
+    server = Server(env=database, log=tmp_path / "server.log", cwd=tmp_path).start()  # `phasegraph serve`
+    try:
+        with httpx.Client(base_url=server.url) as client:
+            body = {"message": "Who is on the team?", "threadId": "shared"}
+            events = stream(client, "POST", "/api/runs/triggered_phase/stream", json=body)
+            assert events[-1].type == "final"
+            # the command's turn runs while the server is up: two processes on one database
+            chat = _cli(tmp_path, "chat", "triggered_phase", "--thread", "shared", stdin="Thanks\n")
+            assert chat.returncode == 0, chat.stdout + chat.stderr
+            assert "(triggered_phase, continued)" in chat.stdout
+            wrong = client.post("/api/runs/unified/stream", json={"message": "hi", "threadId": "shared"})
+            assert wrong.status_code == 409
+    finally:
+        server.stop()
+    said = _user_messages(tmp_path, "triggered_phase", "shared")
+    assert said == ["Summarise the roadmap", "Who is on the team?", "Thanks"]
+    assert _requests(tmp_path, "shared") == [("triggered_phase", "completed")] * 3

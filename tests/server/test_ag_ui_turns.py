@@ -9,10 +9,12 @@ messages AG-UI's own, their ids stable from run to run; a state the server never
 
 import copy
 import json
+import random
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import jsonpatch
 import pytest
 from ag_ui.core import (
     AssistantMessage,
@@ -33,7 +35,7 @@ from pydantic import TypeAdapter
 
 from phasegraph.nodes.models import DEMO_WORKSPACE
 from phasegraph.server.http.ag_ui.messages import agui_messages
-from phasegraph.server.http.ag_ui.state import differences
+from phasegraph.server.http.ag_ui.state import differences, state_patch
 from tests.server.agui_client import Agent
 from tests.server.conftest import Server
 
@@ -266,3 +268,62 @@ def test_langchain_messages_become_ag_ui_messages_with_stable_ids():
     assert (parsed[3].tool_call_id, parsed[3].content, parsed[3].error) == ("c1", "list_files ran: ok", None)
     assert parsed[5].error == "read_file failed: no such file"
     assert agui_messages(thread, "th") == converted  # the same thread, the same messages
+
+
+def _json(rnd: random.Random, depth: int = 0) -> Any:
+    """A random JSON value: nulls, numbers, strings that need escaping in a pointer, lists, objects."""
+    kind = rnd.random()
+    if depth > 2 or kind < 0.4:
+        return rnd.choice([None, True, 2, 2.5, "a", "b/c", "~x", ""])
+    if kind < 0.7:
+        return [_json(rnd, depth + 1) for _ in range(rnd.randint(0, 5))]
+    return {rnd.choice(["a", "b", "c/d", "e~f"]): _json(rnd, depth + 1) for _ in range(rnd.randint(0, 4))}
+
+
+def _changed(rnd: random.Random, value: Any) -> Any:
+    """``value`` with one change somewhere: an item changed, added, inserted or removed, or a new value."""
+    value = copy.deepcopy(value)
+    if isinstance(value, list) and value:
+        at = rnd.randrange(len(value))
+        choice = rnd.randrange(4)
+        if choice == 0:
+            value[at] = _changed(rnd, value[at])
+        elif choice == 1:
+            value.insert(at, _json(rnd, 1))
+        elif choice == 2:
+            del value[at]
+        else:
+            value.append(_json(rnd, 1))
+        return value
+    if isinstance(value, dict) and value:
+        key = rnd.choice(list(value))
+        value[key] = _changed(rnd, value[key])
+        return value
+    return _json(rnd)
+
+
+def test_state_deltas_take_any_state_to_the_next():
+    # a conversation that grows at its end: only the new message is sent
+    sent = {"messages": [{"id": "1", "role": "user", "content": "Hi"}], "answer": "", "plan": None}
+    state = {
+        "messages": [*sent["messages"], {"id": "2", "role": "assistant", "content": "Hello"}],
+        "answer": "Hello",
+    }
+    assert state_patch(sent, state) == [
+        {"op": "remove", "path": "/plan"},
+        {"op": "add", "path": "/messages/1", "value": {"id": "2", "role": "assistant", "content": "Hello"}},
+        {"op": "replace", "path": "/answer", "value": "Hello"},
+    ]
+    assert state_patch(state, copy.deepcopy(state)) == []
+    # and any change at all, applied as RFC 6902 says (what the JS client's fast-json-patch does)
+    rnd = random.Random(24)
+    for _ in range(3000):
+        before = {key: _json(rnd) for key in rnd.sample(["m", "n", "o/p", "q~r"], rnd.randint(0, 4))}
+        after = copy.deepcopy(before)
+        for _ in range(rnd.randint(1, 3)):
+            key = rnd.choice(["m", "n", "o/p", "q~r"])
+            after[key] = _changed(rnd, after.get(key, []))
+        if after and rnd.random() < 0.2:
+            del after[rnd.choice(list(after))]
+        applied = jsonpatch.apply_patch(copy.deepcopy(before), state_patch(before, after))
+        assert json.dumps(applied, sort_keys=True) == json.dumps(after, sort_keys=True)

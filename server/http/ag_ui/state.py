@@ -26,7 +26,7 @@ from pydantic_core import to_jsonable_python
 
 from phasegraph.nodes.errors import ConflictError
 from phasegraph.nodes.redact import redactor
-from phasegraph.server.http.ag_ui.messages import agui_message, agui_messages
+from phasegraph.server.http.ag_ui.messages import agui_message, message_id
 from phasegraph.server.runs.protocols import Graph
 from phasegraph.server.storage.checkpoints import thread_config
 from phasegraph.server.storage.history import WALK_PAGE, walk
@@ -40,21 +40,47 @@ NAMED = 5
 
 
 class StateView:
-    """A thread's checkpointed values as the JSON state AG-UI clients receive."""
+    """A thread's checkpointed values as the JSON state AG-UI clients receive.
+
+    A view remembers the messages it converted (by id, with what they said), so reading a long
+    thread again converts only its new or changed messages, and the unchanged ones are the very
+    objects it gave before (which a diff passes over at once).
+    """
 
     def __init__(self, thread_id: str) -> None:
         self.thread_id = thread_id
         self.redactor = redactor()
+        self._converted: dict[str, tuple[tuple[Any, ...], dict[str, Any] | None]] = {}
 
     def of(self, values: Mapping[str, Any] | None) -> dict[str, Any]:
         """``values`` as plain JSON: messages in AG-UI's format, the rest as JSON; secrets masked."""
-        state = {
-            str(key): agui_messages(value, self.thread_id) if key == "messages" and isinstance(value, list)
-            else plain(value)
+        return {
+            str(key): self._messages(value) if key == "messages" and isinstance(value, list)
+            else self.redactor.data(plain(value))
             for key, value in (values or {}).items()
         }  # fmt: skip
-        masked: dict[str, Any] = self.redactor.data(state)
-        return masked
+
+    def _messages(self, messages: list[Any]) -> list[dict[str, Any]]:
+        converted: dict[str, tuple[tuple[Any, ...], dict[str, Any] | None]] = {}
+        out = []
+        for index, message in enumerate(messages):
+            key, said = message_id(message, self.thread_id, index), _said(message)
+            known = self._converted.get(key)
+            if known is None or known[0] != said:
+                made = agui_message(message, key)
+                dumped = made.model_dump(mode="json", by_alias=True, exclude_none=True) if made else None
+                known = (said, self.redactor.data(dumped))
+            converted[key] = known
+            if known[1] is not None:
+                out.append(known[1])
+        self._converted = converted
+        return out
+
+
+def _said(message: Any) -> tuple[Any, ...]:
+    """What a message says, as far as its AG-UI form goes (a message replaced under its id differs)."""
+    fields = ("content", "name", "tool_calls", "tool_call_id", "status")
+    return (type(message), *(getattr(message, name, None) for name in fields))
 
 
 def plain(value: Any) -> Any:
@@ -90,11 +116,52 @@ class StateStream:
 
     def delta(self, state: dict[str, Any], ts: int) -> list[BaseEvent]:
         """``STATE_DELTA`` from what was sent last to ``state`` (none when nothing changed)."""
-        patch = jsonpatch.make_patch(self.sent, state).patch
+        patch = state_patch(self.sent, state)
         if not patch:
             return []
         self.sent = state
         return [StateDeltaEvent.model_validate({"delta": patch, "timestamp": ts})]
+
+
+def state_patch(sent: dict[str, Any], state: dict[str, Any]) -> list[dict[str, Any]]:
+    """The JSON Patch from ``sent`` to ``state``: ``jsonpatch``'s, for what changed only.
+
+    Unchanged fields, and the unchanged start of a list (a conversation grows at its end), are
+    passed over with one comparison each; ``jsonpatch`` diffs the rest, its paths moved to where
+    that rest is.
+    """
+    ops: list[dict[str, Any]] = [{"op": "remove", "path": _pointer(key)} for key in sent if key not in state]
+    for key, value in state.items():
+        if key not in sent:
+            ops.append({"op": "add", "path": _pointer(key), "value": value})
+        elif sent[key] != value:
+            ops += _changes(sent[key], value, _pointer(key))
+    return ops
+
+
+def _changes(old: Any, new: Any, at: str) -> list[dict[str, Any]]:
+    """``jsonpatch``'s operations from ``old`` to ``new``, at ``at`` (a list past its common start)."""
+    skip = 0
+    if isinstance(old, list) and isinstance(new, list):
+        pairs = enumerate(zip(old, new, strict=False))
+        skip = next((n for n, (a, b) in pairs if a != b), min(len(old), len(new)))
+    ops = jsonpatch.make_patch(old[skip:] if skip else old, new[skip:] if skip else new).patch
+    if skip and any(op["path"] == "" for op in ops):
+        return [{"op": "replace", "path": at, "value": new}]  # the whole list: nothing to move
+    return [{**op, **{f: at + _shifted(op[f], skip) for f in ("path", "from") if f in op}} for op in ops]
+
+
+def _shifted(path: str, skip: int) -> str:
+    """A pointer into a list's rest as a pointer into the whole list (``skip`` items before the rest)."""
+    if not skip:
+        return path
+    _, first, *rest = path.split("/", 2)
+    return "/".join(["", first if first == "-" else str(int(first) + skip), *rest])
+
+
+def _pointer(key: str) -> str:
+    """A top-level key as a JSON Pointer."""
+    return "/" + _escaped(key)
 
 
 async def check_client_state(

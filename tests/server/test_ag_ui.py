@@ -74,9 +74,9 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, 
 
     tokens = "agui-token:agui-archive,default;other-token:elsewhere"
     pair = [server("demo"), server("asking", PHASEGRAPH_MODEL=archive, PHASEGRAPH_API_TOKENS=tokens)]
-    with ThreadPoolExecutor(2) as pool:
-        started = list(pool.map(Server.start, pair))
-    try:
+    try:  # a server that did not come up is stopped too (it may come up later, with nobody to stop it)
+        with ThreadPoolExecutor(2) as pool:
+            started = list(pool.map(Server.start, pair))
         yield started[0], started[1]
     finally:
         for each in pair:

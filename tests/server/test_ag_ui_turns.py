@@ -58,8 +58,9 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
         "PHASEGRAPH_CHECKPOINTER": f"sqlite:{folder / 'state.db'}",
         "PHASEGRAPH_WORKSPACE": str(DEMO_WORKSPACE),
     }
-    server = Server(env=env, log=folder / "server.log").start()
+    server = Server(env=env, log=folder / "server.log")
     try:
+        server.start()
         with httpx.Client(base_url=server.url, timeout=120) as client:
             yield client
     finally:

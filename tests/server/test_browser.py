@@ -149,7 +149,14 @@ def test_page_switches_to_the_fallback_route(servers: Any, tmp_path: Path) -> No
     server = servers(PHASEGRAPH_TWO_STAGE_ENABLED="false")
     with open_page() as page:
         routes: list[str] = []
-        page.on("request", lambda request: routes.append(request.url.removeprefix(server.url)))
+        bodies: list[str] = []
+
+        def sent(request: Any) -> None:
+            routes.append(request.url.removeprefix(server.url))
+            if "/api/chat/" in request.url:
+                bodies.append(request.post_data or "")
+
+        page.on("request", sent)
         page.goto(server.url)
         expect(page.locator("#protocol option[value='triggered_phase']")).to_have_count(1)
         page.locator("#protocol").select_option("triggered_phase")
@@ -160,13 +167,16 @@ def test_page_switches_to_the_fallback_route(servers: Any, tmp_path: Path) -> No
         expect_done(page)
         expect(page.locator("#chat .note.error")).to_have_count(0)
 
-        # Later triggered_phase chats go straight to the fallback: no second notice.
+        # Later triggered_phase chats go straight to the fallback: no second notice. The follow-up continues
+        # the thread there (the demo script answers it with its follow-up turn).
         send(page, "And again?")
-        expect_done(page)
-        expect(page.locator("#chat [data-testid='answer']")).to_have_count(2)
+        expect(page.locator("#chat [data-testid='answer']")).to_have_count(2, timeout=WAIT)
+        expect(page.locator("#status")).to_have_text("done", timeout=WAIT)
         expect(notice).to_have_count(1)
         posted = [route for route in routes if route.startswith("/api/chat/")]
         assert posted == ["/api/chat/messages_two_stage", "/api/chat/messages", "/api/chat/messages"]
+        threads = {json.loads(body)["threadId"] for body in bodies}
+        assert len(bodies) == 3 and len(threads) == 1
 
         page.screenshot(path=str(tmp_path / "page-fallback.png"), full_page=True)
 

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langgraph.runtime import Runtime
 
+from phasegraph.nodes.conversation import user_turn
 from phasegraph.nodes.emit import Emitter, reports_errors
 from phasegraph.nodes.events import PhaseEnd, PhaseStart, ValidationErrorEvent
 from phasegraph.nodes.models import stream_model
@@ -39,9 +40,10 @@ async def propose_action(state: XmlContractState, runtime: Runtime[XmlContractCo
     meta = progress({**state, **update})
     emitter.emit(PhaseStart, **meta)
     contract = XML_CONTRACT_PROMPT.format(catalogue=catalogue(listed, schemas.unavailable))
-    prompt: list[BaseMessage] = [SystemMessage(contract), *state["messages"]]
+    prompt: list[BaseMessage] = [SystemMessage(contract), *state["transcript"]]
     started = time.perf_counter()
-    model = context.resolve_model(state["model_calls"]).bind(stop=STOP_SEQUENCES)
+    chat = context.resolve_model(state["model_calls"], user_turn(state["messages"]))
+    model = chat.bind(stop=STOP_SEQUENCES)
     chunks = [chunk async for chunk in stream_model(model, prompt)]
     text = "".join(chunk.text for chunk in chunks)
     # Off the event loop: however long the answer, other requests go on while it is read.
@@ -66,7 +68,7 @@ async def propose_action(state: XmlContractState, runtime: Runtime[XmlContractCo
     kept = asdict(proposal) | {"model_ms": round((time.perf_counter() - started) * 1000), "system": contract}
     return update | {
         "proposal": kept,
-        "messages": [AIMessage(proposal.text)],
+        "transcript": [AIMessage(proposal.text)],
         "model_calls": state["model_calls"] + 1,
     }
 

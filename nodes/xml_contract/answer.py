@@ -7,6 +7,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
+from phasegraph.nodes.conversation import dialogue, user_turn
 from phasegraph.nodes.emit import Emitter, reports_errors
 from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.events import BudgetExhaustedEvent, Final, PhaseEnd, PhaseStart
@@ -19,11 +20,16 @@ from phasegraph.nodes.xml_contract.state import XmlContractState, progress
 
 @reports_errors
 async def start_turn(state: XmlContractState, runtime: Runtime[XmlContractContext]) -> dict[str, Any]:
-    """Reset the turn's counters; the services open at the first model call."""
+    """Reset the turn's counters and give the model the user's message; services open at the first call.
+
+    A thread's first turn takes the whole conversation the caller sent into the model's transcript
+    (its user messages and answers); a later one adds the new message (by id, so a re-run adds it once).
+    """
     last = state["messages"][-1] if state["messages"] else None
     if not isinstance(last, HumanMessage) or not last.text.strip():
         raise ConfigurationError("the conversation does not end with the user's task: say what to do")
     return {
+        "transcript": [last] if state.get("transcript") else dialogue(state["messages"]),
         "turn_start": len(state["messages"]) - 1,
         "proposal": None,
         "steps": 0,
@@ -47,7 +53,7 @@ async def finish_turn(state: XmlContractState, runtime: Runtime[XmlContractConte
         Final, answer=answer, all_tools_failed=_all_failed(state), **progress(state)
     )
     await runtime.context.aclose()
-    return {"answer": answer}
+    return {"answer": answer, "messages": [AIMessage(answer)]}
 
 
 @reports_errors
@@ -77,8 +83,8 @@ async def _last_answer(
     meta = progress({**state, **update})
     emitter.emit(PhaseStart, final=True, **meta)
     system = SystemMessage((state["proposal"] or {}).get("system", ""))
-    model = context.resolve_model(state["model_calls"])
-    chunks = [chunk async for chunk in stream_model(model, [system, *state["messages"], ask])]
+    model = context.resolve_model(state["model_calls"], user_turn(state["messages"]))
+    chunks = [chunk async for chunk in stream_model(model, [system, *state["transcript"], ask])]
     text = "".join(chunk.text for chunk in chunks)
     answer = answer_text(text)
     emitter.emit(PhaseEnd, reason="answered", chunks_read=len(chunks), **meta)
@@ -86,7 +92,8 @@ async def _last_answer(
     await context.aclose()
     return update | {
         "answer": answer,
-        "messages": [ask, AIMessage(text)],
+        "messages": [AIMessage(answer)],
+        "transcript": [ask, AIMessage(text)],
         "model_calls": state["model_calls"] + 1,
     }
 

@@ -19,7 +19,7 @@ class XmlContractInput(TypedDict):
 
 
 class XmlContractOutput(TypedDict):
-    """What a caller gets back: the conversation (the model's XML and the results included) and the answer."""
+    """What a caller gets back: the conversation (the calls that ran, how they ended) and the answer."""
 
     messages: Annotated[list[AnyMessage], add_messages]
     answer: str
@@ -28,7 +28,10 @@ class XmlContractOutput(TypedDict):
 class XmlContractState(TypedDict):
     """Everything one turn tracks."""
 
-    messages: Annotated[list[AnyMessage], add_messages]  # the history: task, model XML, <result> answers
+    # the conversation a chat shows: the user's messages, each iteration's calls and how they ended, answers
+    messages: Annotated[list[AnyMessage], add_messages]
+    # what the model reads, across turns: the user's messages, its XML answers, the <result> replies
+    transcript: Annotated[list[AnyMessage], add_messages]
     turn_start: int  # index in messages of this turn's user message
     proposal: dict[str, Any] | None  # what the last model answer proposed (blocks, problems, final answer)
     steps: int  # iterations that ran blocks this turn

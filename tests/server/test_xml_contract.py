@@ -180,9 +180,9 @@ def _check_resumed_without_repeats(segments: list[list[Event]], in_process: RunR
 DEMO = PausingDemo(RUN, _body, EVERY_PAUSE_POINT, _stopped_after)
 
 
-def _messages(values: dict[str, Any]) -> list[tuple[str, str]]:
-    """A checkpoint's conversation as (type, text): its messages are LangChain's serialised form."""
-    return [(m["kwargs"]["type"], m["kwargs"]["content"]) for m in values["messages"]]
+def _transcript(values: dict[str, Any], field: str = "transcript") -> list[tuple[str, str]]:
+    """What the model read (or, with ``messages``, the chat) as (type, text), serialised by LangChain."""
+    return [(m["kwargs"]["type"], m["kwargs"]["content"]) for m in values[field]]
 
 
 def _checkpoint_values(client: httpx.Client, thread_id: str, checkpoint_id: str) -> dict[str, Any]:
@@ -337,7 +337,10 @@ def test_the_demo_streams_its_two_blocks_in_order_to_one_final(server: Server, i
     assert not final.all_tools_failed and "3 people work on the project" in final.answer
     assert traced == TOOLS
     # the conversation the model read: the task, then per block its XML and the results
-    conversation = _messages(values)
+    chat = _transcript(values, "messages")  # the chat: the task, per iteration its calls and how they ended
+    assert [kind for kind, _ in chat] == ["human", "ai", "tool", "tool", "ai", "tool", "tool", "ai"]
+    assert chat[-1] == ("ai", final.answer) and not any("<result" in text for _, text in chat)
+    conversation = _transcript(values)
     assert [kind for kind, _ in conversation] == ["human", "ai", "human", "ai", "human", "ai"]
     first_results, second_results = conversation[2][1], conversation[4][1]
     assert first_results.count("<result ") == 2 and "Milestone 1" in first_results
@@ -384,7 +387,8 @@ def test_pausing_after_every_block_then_resuming_runs_each_call_once(server: Ser
     calls, _ = tool_events(events)
     assert calls[3].args == SUBSTITUTED_ARGS  # substituted from a result read back from the checkpoint
     assert [segment[0].type for segment in segments[1:]] == ["resumed"] * (len(segments) - 1)
-    assert values["steps"] == 2 and len(_messages(values)) == 6  # no block answered twice
+    assert values["steps"] == 2 and len(_transcript(values)) == 6  # no block answered twice
+    assert len(_transcript(values, "messages")) == 8  # nor any call in the chat
     # each segment closed the demo server it started
     _wait_for(lambda: not server.children(DEMO_SERVICE), "a demo MCP server outlived its run")
 
@@ -437,9 +441,11 @@ def test_a_run_killed_mid_block_is_taken_over_and_repeats_only_that_block(
     final = events[-1]
     assert isinstance(final, Final) and final.answer == SLOW_ANSWER
     assert _iterations(dataset, request_id) == [1, 2]  # each iteration logged once
-    conversation = _messages(values)
+    conversation = _transcript(values)
     assert [kind for kind, _ in conversation] == ["human", "ai", "human", "ai", "human", "ai"]
     assert conversation[4][1].count("<result ") == 2  # the re-run block answered once
+    chat = [kind for kind, _ in _transcript(values, "messages")]
+    assert chat == ["human", "ai", "tool", "ai", "tool", "tool", "ai"]  # and each of its calls once
 
 
 @needs_postgres
@@ -528,7 +534,7 @@ def test_checkpoints_show_the_blocks_and_fork_after_the_first_one(server: Server
     assert [(b["kind"], len(b["steps"]), b["problems"]) for b in blocks] == [("parallel", 2, [])]
     assert (after_proposal["steps"], after_proposal["model_calls"]) == (0, 1)
     assert (after_block["phase"], after_block["phase_index"], after_block["steps"]) == ("tool_phase", 2, 1)
-    conversation = _messages(after_block)
+    conversation = _transcript(after_block)
     assert [kind for kind, _ in conversation] == ["human", "ai", "human"]
     assert conversation[0][1] == TASK and "Linus: streaming server" in conversation[2][1]
     final = done[-1]
@@ -545,7 +551,7 @@ def test_checkpoints_show_the_blocks_and_fork_after_the_first_one(server: Server
         assert isinstance(resumed[-1], Final) and resumed[-1].answer == final.answer
     assert forked[0].request_id != "xc-cp" and isinstance(from_phase[0], Resumed)
     assert from_phase[0].from_phase_index == 2
-    assert forked_values["steps"] == 2 and len(_messages(forked_values)) == 6  # the fork's own branch
+    assert forked_values["steps"] == 2 and len(_transcript(forked_values)) == 6  # the fork's own branch
     assert traced == [[*TOOLS, *TOOLS[2:]], TOOLS[2:]]
 
 
@@ -631,7 +637,7 @@ def test_a_service_that_is_down_leaves_the_others_working(servers, tmp_path: Pat
     assert isinstance(final, Final) and final.answer == "42" and not final.all_tools_failed
     # the model was told the service is down, and read both the result and why the block did not run
     assert "<offline> is unavailable" in values["proposal"]["system"]
-    observation = _messages(values)[2][1]
+    observation = _transcript(values)[2][1]
     assert '<result step="1" service="demo" tool="calculate" status="ok">42</result>' in observation
     assert '<result status="error">This block was not run' in observation
     assert "service &lt;offline&gt; is unavailable" in observation

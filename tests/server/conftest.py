@@ -22,6 +22,8 @@ from phasegraph.nodes.events import Event, parse_event
 from phasegraph.nodes.models import DEMO_WORKSPACE
 
 PHASEGRAPH = str(Path(sys.executable).parent / "phasegraph")
+#: How long a starting server may take to answer /healthz (its imports alone take 10 s on a busy machine).
+START_SECONDS = 90
 #: Tests that need Postgres skip on a laptop without it; CI always sets the URL.
 needs_postgres = pytest.mark.skipif(
     not os.environ.get("PHASEGRAPH_TEST_POSTGRES_URL"), reason="PHASEGRAPH_TEST_POSTGRES_URL unset"
@@ -59,7 +61,7 @@ class Server:
                 stderr=subprocess.STDOUT,
                 cwd=self.cwd,
             )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"server exited early:\n{self.log.read_text()}")
@@ -68,7 +70,9 @@ class Server:
                     return self
             except httpx.HTTPError:
                 time.sleep(0.1)
-        raise RuntimeError(f"server did not come up:\n{self.log.read_text()}")
+        self.process.kill()  # never left running behind a failed start
+        self.process.wait()
+        raise RuntimeError(f"server did not come up in {START_SECONDS} s:\n{self.log.read_text()}")
 
     def children(self, marker: bytes) -> list[int]:
         """This server's live child processes whose command line holds ``marker`` (read from /proc)."""

@@ -10,14 +10,12 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from phasegraph.nodes.models import DEMO_WORKSPACE
@@ -80,26 +78,6 @@ def run_script(script: str, url: str, *protocols: str, timeout: float = 600) -> 
     return Report(steps=report["steps"], stderr=result.stderr)
 
 
-def start(server: Server, patience: float = 120) -> Server:
-    """``server.start()``, given up to ``patience`` more seconds on a loaded machine (a module here starts
-    one server for a minute of client calls, so a slow start is worth waiting for, not a failure)."""
-    try:
-        return server.start()
-    except RuntimeError as error:
-        if "did not come up" not in str(error) or server.process is None:
-            raise
-    deadline = time.monotonic() + patience
-    while time.monotonic() < deadline and server.process.poll() is None:
-        try:
-            if httpx.get(f"{server.url}/healthz", timeout=2).status_code == 200:
-                return server
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    server.stop()
-    log = server.log.read_text() if server.log else ""
-    raise RuntimeError(f"server did not come up in {patience + 30:.0f} s:\n{log}")
-
-
 @contextmanager
 def js_server(tmp_path_factory: pytest.TempPathFactory, name: str, **env: str) -> Iterator[Server]:
     """A server on the demo workspace with a database of its own, for one module's client scripts."""
@@ -108,7 +86,7 @@ def js_server(tmp_path_factory: pytest.TempPathFactory, name: str, **env: str) -
         "PHASEGRAPH_CHECKPOINTER": f"sqlite:{folder / 'state.db'}",
         "PHASEGRAPH_WORKSPACE": str(DEMO_WORKSPACE),
     }
-    started = start(Server(env={**base, **env}, log=folder / "server.log"))
+    started = Server(env={**base, **env}, log=folder / "server.log").start()
     try:
         yield started
     finally:

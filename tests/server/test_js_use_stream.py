@@ -20,7 +20,7 @@ from playwright.sync_api import Page, expect, sync_playwright
 from phasegraph.nodes.models import DEMO_WORKSPACE
 from tests.helpers import turn
 from tests.server.conftest import Server, free_port
-from tests.server.js import node, start
+from tests.server.js import node
 from tests.server.test_browser import CHROMIUM
 
 ASK = "What is on the roadmap?"
@@ -76,7 +76,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Serve
             "PHASEGRAPH_MODEL": _script(folder),
             "PHASEGRAPH_CORS_ORIGINS": origin,
         }
-        server = start(Server(env=env, log=folder / "server.log"))
+        server = Server(env=env, log=folder / "server.log").start()
         try:
             yield origin, server
         finally:

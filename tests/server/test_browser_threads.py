@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlparse
 
 import httpx
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Request, expect
 
 from tests.server.conftest import slow_script
 from tests.server.test_browser import CHROMIUM, WAIT, expect_done, open_page, send
@@ -52,12 +52,14 @@ def expect_first_conversation(page: Page) -> None:
 
 def test_page_keeps_the_conversation_on_threads(servers: Any, tmp_path: Path) -> None:
     server = servers(PHASEGRAPH_MODEL=slow_script(tmp_path, delay_ms=10))
-    sent: list[dict[str, Any]] = []
+    sent: list[Any] = []  # the chat routes' bodies
+
+    def record(request: Request) -> None:
+        if "/api/chat/" in request.url:
+            sent.append(request.post_data_json)
+
     with open_page() as page:
-        page.on(
-            "request",
-            lambda request: sent.append(request.post_data_json) if "/api/chat/" in request.url else None,
-        )
+        page.on("request", record)
         page.goto(server.url)
         expect(page.locator("#protocol")).to_have_value("triggered_phase")
         threads = page.locator("[data-testid='thread-item']")
@@ -79,8 +81,8 @@ def test_page_keeps_the_conversation_on_threads(servers: Any, tmp_path: Path) ->
         assert [body["threadId"] for body in sent] == [first, first]
         assert sent[0]["requestId"] != sent[1]["requestId"]
         for body in sent:  # the server ran both requests on that thread
-            record = httpx.get(f"{server.url}/api/requests/{body['requestId']}").json()
-            assert record["threadId"] == first and record["status"] == "completed"
+            run = httpx.get(f"{server.url}/api/requests/{body['requestId']}").json()
+            assert run["threadId"] == first and run["status"] == "completed"
         state = httpx.get(f"{server.url}/threads/{first}/state").json()
         humans = [m["content"] for m in state["values"]["messages"] if m["type"] == "human"]
         assert humans == [FIRST, FOLLOW_UP]

@@ -254,7 +254,9 @@ def test_threads_carry_a_conversation_and_stay_in_their_project(servers):
         assert second[-1].type == "final"
         values = client.get("/api/threads/chat-1/checkpoints").json()[-1]
         state = client.get(f"/api/threads/chat-1/checkpoints/{values['checkpointId']}").json()["values"]
-        assert [m["kwargs"]["type"] for m in state["messages"]] == ["human", "ai", "human", "ai"]
+        # the demo's first turn (three calls, the last refused as a duplicate), then its first follow-up
+        first_turn = ["human", *["ai", "tool"] * 3, "ai"]
+        assert [m["kwargs"]["type"] for m in state["messages"]] == [*first_turn, "human", "ai", "tool", "ai"]
         # Ids are per project: another project's chat-1 (and turn-1) is a conversation of its own.
         theirs = _body(projectId="other", requestId="turn-1", threadId="chat-1")
         assert stream(client, "POST", TWO_STAGE, json=theirs)[-1].type == "final"
@@ -264,6 +266,6 @@ def test_threads_carry_a_conversation_and_stay_in_their_project(servers):
         state = client.get(
             f"/api/threads/chat-1/checkpoints/{latest['checkpointId']}", params={"projectId": "other"}
         ).json()["values"]
-        assert [m["kwargs"]["type"] for m in state["messages"]] == ["human", "ai"]
+        assert [m["kwargs"]["type"] for m in state["messages"]] == first_turn
         other_protocol = client.post("/api/chat/messages", json=_body(threadId="chat-1"))
         assert other_protocol.status_code == 409

@@ -137,5 +137,5 @@ def test_a_finished_call_of_a_block_never_runs_again_after_a_kill(
     assert sorted(e.args["name"] for e in rerun) == ["one", "two"]  # the re-run step shows both calls
     assert [e.status for e in results] == ["ok", "ok"]
     assert taken.traced == ["rec.record"] * 3  # one, two (interrupted), two: one is not traced twice
-    observation = taken.values["messages"][2]["kwargs"]["content"]
+    observation = taken.values["transcript"][2]["kwargs"]["content"]  # what the model read back
     assert observation.count('status="ok">one</result>') == observation.count('status="ok">two</result>') == 1

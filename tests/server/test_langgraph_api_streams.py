@@ -149,6 +149,21 @@ def test_events_mode_is_astream_events_v2_from_the_run(client: SyncLangGraphClie
     assert {t["metadata"]["langgraph_node"] for t in tools} == {"tools"}
 
 
+def test_a_subgraphs_events_belong_to_the_node_that_runs_it(client: SyncLangGraphClient):
+    # the planner's plan runs in a subgraph (execute_plan): its steps' tools come from that node
+    parts = _parts(client, None, assistant="planner", input=ASK, stream_mode="events", stream_subgraphs=True)
+    events = [p.data for p in parts if p.event == "events"]
+    tools = [(e["name"], e["metadata"]["langgraph_node"]) for e in events if e["event"] == "on_tool_start"]
+    assert ("create_project", "execute_plan") in tools
+    assert {node for _, node in tools} == {"run_tools", "execute_plan"}
+    executing = [
+        e["run_id"] for e in events if e["event"] == "on_chain_start" and e["name"] == "execute_plan"
+    ]
+    for event in events:
+        if event["event"] == "on_tool_start" and event["metadata"]["langgraph_node"] == "execute_plan":
+            assert event["parent_ids"] == [parts[0].data["run_id"], *executing]
+
+
 def test_the_chat_model_events_reach_the_client_as_the_model_streams(server: Server, models: dict[str, str]):
     body = {
         "assistant_id": "unified",

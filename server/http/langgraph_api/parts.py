@@ -25,7 +25,7 @@ from typing import Any
 from fastapi.sse import ServerSentEvent
 
 from phasegraph.nodes.emit import EVENT_KEY
-from phasegraph.nodes.events import ErrorEvent, Event, Final, Paused
+from phasegraph.nodes.events import ErrorEvent, Event, Final, Paused, Resumed
 from phasegraph.server.http.langgraph_api.chat import CHAT_MODES, ChatParts, Part
 from phasegraph.server.http.langgraph_api.steps import RunCheckpoints, Saved
 from phasegraph.server.http.langgraph_api.views import jsonable, output
@@ -88,6 +88,8 @@ class RunParts:
         """The event's superstep; a subgraph's event (it has none) is placed in its node's."""
         if event.graph_step is not None or not self.subgraphs or not self.modes & CHAT_MODES:
             return event.graph_step
+        if isinstance(event, (*STOPS, Resumed)):  # the server's own: from no node
+            return None
         return await self.checkpoints.subgraph_step(flushed, self.subgraphs)
 
     def _of_event(self, event: Event, step: int | None) -> list[Part]:

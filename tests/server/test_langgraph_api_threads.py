@@ -21,6 +21,7 @@ from tests.server.conftest import Server, demo_server, slow_script
 
 ASK = {"messages": [{"role": "user", "content": "Summarise the roadmap in the docs folder."}]}
 TOKENS = "token-a:alpha;token-b:beta"
+UNKNOWN_CHECKPOINT = "1f000000-0000-6000-8000-000000000000"
 
 
 @pytest.fixture(scope="module")
@@ -224,9 +225,7 @@ def test_update_state_refuses_values_that_do_not_fit(
 def test_update_state_refusals_by_thread(server: Server, client: SyncLangGraphClient, slow: str) -> None:
     thread_id = _ran(client)
     with pytest.raises(NotFoundError):  # a checkpoint the thread does not have
-        client.threads.update_state(
-            thread_id, {"draft": "x"}, checkpoint_id="1f000000-0000-6000-8000-000000000000"
-        )
+        client.threads.update_state(thread_id, {"draft": "x"}, checkpoint_id=UNKNOWN_CHECKPOINT)
     fresh = client.threads.create()["thread_id"]
     with pytest.raises(ConflictError):  # no run yet, no graph named: nothing says what the state is
         client.threads.update_state(fresh, {"draft": "x"})
@@ -309,14 +308,15 @@ def test_the_planner_has_its_executor_subgraph(client: SyncLangGraphClient) -> N
 def test_state_at_a_checkpoint_object(server: Server, client: SyncLangGraphClient) -> None:
     thread_id = _ran(client)
     older = client.threads.get_history(thread_id, limit=100)[-2]
-    state = _raw(
-        server, "POST", f"/threads/{thread_id}/state/checkpoint", json={"checkpoint": older["checkpoint"]}
-    )
+    at = f"/threads/{thread_id}/state/checkpoint"
+    state = _raw(server, "POST", at, json={"checkpoint": older["checkpoint"]})
     assert state.status_code == 200 and state.json()["checkpoint_id"] == older["checkpoint_id"]
-    latest = _raw(server, "POST", f"/threads/{thread_id}/state/checkpoint", json={})
+    latest = _raw(server, "POST", at, json={})
     assert latest.json()["checkpoint_id"] == client.threads.get_state(thread_id)["checkpoint_id"]
-    unknown = {"checkpoint": {"checkpoint_id": "1f000000-0000-6000-8000-000000000000"}}
-    assert _raw(server, "POST", f"/threads/{thread_id}/state/checkpoint", json=unknown).status_code == 404
+    unknown = {"checkpoint": {"checkpoint_id": UNKNOWN_CHECKPOINT}}
+    assert _raw(server, "POST", at, json=unknown).status_code == 404
+    elsewhere = {"checkpoint": {**older["checkpoint"], "thread_id": "another-thread"}}
+    assert _raw(server, "POST", at, json=elsewhere).status_code == 404  # not a checkpoint of this thread
 
 
 # every route above: in the caller's project only, with a token

@@ -7,19 +7,18 @@ from fastapi import APIRouter, Depends, Header, Request, Response
 
 from phasegraph.nodes.errors import ConflictError
 from phasegraph.server.http.langgraph_api import views
-from phasegraph.server.http.langgraph_api.common import existing, served_of, status_of, threads_of
+from phasegraph.server.http.langgraph_api.common import existing, forget, served_of, status_of, threads_of
 from phasegraph.server.http.langgraph_api.thread_bodies import StateUpdateBody, ThreadPatchBody
 from phasegraph.server.http.langgraph_api.thread_state import write_state
 from phasegraph.server.http.responses import errors
 from phasegraph.server.runs.manager import manager_of
 from phasegraph.server.storage.checkpoints import copy_checkpoints
-from phasegraph.server.storage.records import scoped_key
 
 MINIMAL = "return=minimal"
 #: ``Prefer: return=minimal`` (the SDKs' ``return_minimal``): 204, no thread in the answer.
 PREFER = Header(description=f"{MINIMAL}: answer 204 without the thread.")
-UPDATED = {**errors(403, 404), 204: {"description": f"Updated, answered without a body ({MINIMAL})."}}
-WRITTEN = errors(403, 404, 409, invalid_input="a value or node the thread's protocol does not have")
+UPDATED = {**errors(400, 403, 404), 204: {"description": f"Updated, answered without a body ({MINIMAL})."}}
+WRITTEN = errors(400, 403, 404, 409, invalid_input="a value or node the thread's protocol does not have")
 
 
 def edit_routes(project: Any) -> APIRouter:
@@ -57,7 +56,7 @@ def edit_routes(project: Any) -> APIRouter:
             )
         last_run = next((r for r in reversed(runs) if r.protocol == served.id), None)
         checkpoint = await write_state(served, thread, body, last_run, manager.store.thread_busy)
-        await threads.touch(thread)
+        await threads.merge_metadata(thread, {})  # updated now
         return {"checkpoint": checkpoint}
 
     @router.post("/threads/{thread_id}/copy", responses=errors(403, 404))
@@ -71,7 +70,11 @@ def edit_routes(project: Any) -> APIRouter:
         if served is not None:  # a copy has no runs of its own: its metadata says whose state it holds
             metadata.setdefault("graph_id", served.id)
         copy = await threads.create(project_id, copy_id, metadata)
-        await copy_checkpoints(manager.checkpointer, thread.thread_key, scoped_key(project_id, copy_id))
+        try:
+            await copy_checkpoints(manager.checkpointer, thread.thread_key, copy.thread_key)
+        except BaseException:  # half a copy is no copy: nothing of it stays
+            await forget(manager, threads, copy.thread_key)
+            raise
         status, snapshot = await status_of(manager, threads, copy)
         return views.thread(copy, status, snapshot)
 

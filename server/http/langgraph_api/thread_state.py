@@ -23,7 +23,7 @@ from langgraph.runtime import Runtime
 from pydantic import TypeAdapter, ValidationError
 from pydantic.errors import PydanticSchemaGenerationError
 
-from phasegraph.nodes.errors import ConflictError, InvalidInputError
+from phasegraph.nodes.errors import ConflictError, InvalidInputError, NotFoundError
 from phasegraph.server.http.langgraph_api.common import Graph
 from phasegraph.server.http.langgraph_api.thread_bodies import StateUpdateBody
 from phasegraph.server.http.langgraph_api.views import checkpoint_ref
@@ -114,9 +114,9 @@ async def write_state(
     graph = served.graph
     values = checked_values(graph, served.id, body.values)
     as_node = checked_node(graph, served.id, body.as_node)
-    if body.checkpoint and body.checkpoint.thread_id not in (None, thread.thread_id):
-        raise InvalidInputError("checkpoint.thread_id: a state update writes on its own thread")
     checkpoint_id = body.checkpoint.checkpoint_id if body.checkpoint else body.checkpoint_id
+    if body.checkpoint and body.checkpoint.thread_id not in (None, thread.thread_id):  # not this thread's
+        raise NotFoundError(f"thread {thread.thread_id!r} has no checkpoint {checkpoint_id!r}")
     if checkpoint_id:  # on top of that checkpoint, a fork (404 when the thread has none such)
         await snapshot_at(graph, thread.thread_key, checkpoint_id, shown_as=thread.thread_id)
     if await busy(thread.thread_key):

@@ -7,7 +7,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from langgraph.types import StateSnapshot
 from pydantic import TypeAdapter
 
-from phasegraph.nodes.errors import ConflictError, InvalidInputError, NotFoundError
+from phasegraph.nodes.errors import ConflictError, NotFoundError
 from phasegraph.server.http.langgraph_api import views
 from phasegraph.server.http.langgraph_api.bodies import (
     AssistantSearchBody,
@@ -148,17 +148,15 @@ def thread_routes(project: Any) -> APIRouter:
         graph, thread = await _graph_of(request, project_id, thread_id)
         return views.state(thread_id, await _checkpoint(graph, thread, thread_id, checkpoint_id))
 
-    @router.post("/threads/{thread_id}/state/checkpoint", responses=errors(403, 404))
+    @router.post("/threads/{thread_id}/state/checkpoint", responses=errors(400, 403, 404))
     async def get_state_at_checkpoint(
         thread_id: str, body: StateAtBody, request: Request, project_id: Project
     ) -> dict[str, Any]:
         """The state at ``checkpoint`` (the JS SDK's ``getState`` with a checkpoint), or the latest."""
         if body.checkpoint is None:
             return await get_state(thread_id, request, project_id)
-        if body.checkpoint.thread_id not in (None, thread_id):
-            raise InvalidInputError(
-                "checkpoint.thread_id: a state of another thread is read on its own route"
-            )
+        if body.checkpoint.thread_id not in (None, thread_id):  # another thread's checkpoint: not this one's
+            raise NotFoundError(f"thread {thread_id!r} has no checkpoint {body.checkpoint.checkpoint_id!r}")
         return await get_state_at(thread_id, body.checkpoint.checkpoint_id, request, project_id)
 
     @router.post("/threads/{thread_id}/history", responses=errors(400, 403, 404))

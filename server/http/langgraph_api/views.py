@@ -122,10 +122,13 @@ def thread(record: ThreadRecord, status: str, snapshot: StateSnapshot | None) ->
     }
 
 
+_NEVER = datetime.min.replace(tzinfo=UTC)
+
+
 def sort_key(field: str) -> Callable[[dict[str, Any]], Any]:
     """How ``POST /threads/search`` orders threads by ``field`` (times as times, not as text)."""
-    if field in ("created_at", "updated_at", "state_updated_at"):
-        return lambda thread: datetime.fromisoformat(thread[field])
+    if field in ("created_at", "updated_at", "state_updated_at"):  # a thread with no saved state: oldest
+        return lambda thread: datetime.fromisoformat(thread[field]) if thread[field] else _NEVER
     return lambda thread: thread[field]
 
 

@@ -346,3 +346,28 @@ def test_the_plan_executors_events_need_stream_subgraphs(client: SyncLangGraphCl
     assert with_subgraphs.count("step_start") == with_subgraphs.count("step_complete") == 3
     steps = [(e.type, e.step) for e in runs[True] if e.type in ("step_start", "tool_result", "step_complete")]
     assert steps[1:] == [(t, n) for n in (1, 2, 3) for t in ("step_start", "tool_result", "step_complete")]
+
+
+@pytest.mark.parametrize("graph_id", GRAPHS)
+def test_later_messages_on_a_thread_continue_its_conversation(client: SyncLangGraphClient, graph_id: str):
+    """Studio's chat sends each new message on the thread: every one is answered, none starts over."""
+    demo = DEMOS[graph_id]
+    thread = client.threads.create()["thread_id"]
+    follow_ups = ["And what else is there?", "Thanks, one more thing please."]
+    answers = []
+    for message in [demo.ask["messages"][0]["content"], *follow_ups]:
+        ask = {"messages": [{"role": "user", "content": message}]}
+        events, errors = stream_events(
+            client, thread, graph_id, ask, context={}, stream_subgraphs=demo.subgraphs
+        )
+        assert errors == [] and "error" not in _types(events), (message, events[-1])
+        assert events[-1].type == "final" and events[-1].answer
+        answers.append(events[-1].answer)
+    messages = client.threads.get_state(thread)["values"]["messages"]
+    humans = [m["content"] for m in messages if m["type"] == "human"]
+    assert humans == [demo.ask["messages"][0]["content"], *follow_ups]
+    said = [m["content"] for m in messages if m["type"] == "ai" and m["content"] and not m.get("tool_calls")]
+    assert said[-3:] == answers  # each turn's answer, in order
+    called = {c["id"] for m in messages if m["type"] == "ai" for c in m.get("tool_calls") or []}
+    answered = {m["tool_call_id"] for m in messages if m["type"] == "tool"}
+    assert called and called == answered  # every call the chat shows has its outcome

@@ -22,6 +22,7 @@ from phasegraph.server.runs.engine import Engine
 from phasegraph.server.runs.protocols import Served
 from phasegraph.server.storage.checkpoints import require_next, snapshot_at, thread_config
 from phasegraph.server.storage.records import RequestExists, RequestRecord, scoped_key
+from phasegraph.server.storage.threads import ThreadRecord, ThreadStore
 
 #: ``start``'s default input: the message is the user's turn.
 TURN: Any = object()
@@ -68,6 +69,7 @@ class Starter:
         served.context(record)  # a bad model spec fails here, before anything is stored
         await engine.store.create(record)
         if graph_input is TURN:
+            await self._list_thread(record)
             graph_input = {"messages": [HumanMessage(message)]}
             if first is not None:  # a thread's later turn may answer the question its last turn asked
                 graph_input = await turn_input(served.graph, thread_config(record.thread_key), message)
@@ -129,6 +131,19 @@ class Starter:
             protocol=protocol, thread_id=thread_id, thread_key=thread_key, status="running",
             settings=settings, owner=self.engine.owner, heartbeat_at=time.time(),
         )  # fmt: skip
+
+    async def _list_thread(self, record: RequestRecord) -> None:
+        """Make a turn's thread one every client lists (``/threads/search``, the page), last touched now.
+
+        The LangGraph API records its threads itself; a turn of phasegraph's own routes or of the
+        ``phasegraph`` command does it here, naming the protocol as the API's runs do.
+        """
+        thread = ThreadRecord(
+            thread_key=record.thread_key, thread_id=record.thread_id, project_id=record.project_id
+        )
+        await ThreadStore(self.engine.store).merge_metadata(
+            thread, {"graph_id": record.protocol, "assistant_id": record.protocol}
+        )
 
     def _allowed_model(self, model: str | None) -> str:
         """The spec a request may run: the default, an allowed spec, or one named as clients see it."""

@@ -50,6 +50,8 @@ class ChatParts:
 
     def __init__(self, record: RequestRecord, modes: set[str]) -> None:
         self.record, self.modes = record, modes
+        #: ``messages`` parts, unless ``messages-tuple`` is asked for too (the reference sends tuples only).
+        self.whole_messages = "messages" in modes and "messages-tuple" not in modes
         self.model = public_spec(str(record.settings.get("model") or "model"))
         self._call: _Call | None = None
         self._shown: set[str] = set()  # ids of messages a client has (messages mode) or had as input
@@ -127,7 +129,7 @@ class ChatParts:
         meta = self._model_meta(node, event)
         if "messages-tuple" in self.modes:
             parts.append(("messages", [chunk, meta]))
-        if "messages" in self.modes:
+        if self.whole_messages:
             if call.message_id not in self._shown:
                 self._shown.add(call.message_id)
                 parts.append(("messages/metadata", {call.message_id: {"metadata": meta}}))
@@ -161,7 +163,7 @@ class ChatParts:
         meta, dumped = self._meta(node), jsonable(message)
         if "messages-tuple" in self.modes:
             parts.append(("messages", [dumped, meta]))
-        if "messages" in self.modes:
+        if self.whole_messages:
             parts.append(("messages/metadata", {message.id: {"metadata": meta}}))
             parts.append(("messages/complete", [dumped]))
         return parts

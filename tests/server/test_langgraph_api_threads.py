@@ -107,6 +107,11 @@ def test_update_stays_in_its_project(client: SyncLangGraphClient, other: SyncLan
     assert client.threads.get(thread["thread_id"])["metadata"] == {"title": "mine"}
 
 
+def _latest_id(client: SyncLangGraphClient, thread_id: str) -> str:
+    """The id of the thread's latest checkpoint."""
+    return str(client.threads.get_state(thread_id)["checkpoint_id"])
+
+
 def _ran(client: SyncLangGraphClient, **kwargs: Any) -> str:
     """A thread of triggered_phase with one finished turn (or stopped where ``kwargs`` say)."""
     thread_id: str = client.threads.create()["thread_id"]
@@ -156,14 +161,16 @@ def test_search_refuses_unknown_sorts_and_fields(server: Server) -> None:
 # threads.update_state
 
 
-def test_update_state_writes_a_checkpoint_the_next_run_starts_from(client: SyncLangGraphClient) -> None:
+def test_update_state_writes_the_new_latest_checkpoint(client: SyncLangGraphClient) -> None:
     thread_id = _ran(client)
     before = client.threads.get_state(thread_id)
     written = client.threads.update_state(
         thread_id, {"messages": [{"role": "user", "content": "Edited in Studio."}], "draft": "x"}
     )
     checkpoint = written["checkpoint"]
-    assert checkpoint["thread_id"] == thread_id and checkpoint["checkpoint_ns"] == ""
+    latest = _latest_id(client, thread_id)
+    assert checkpoint == {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": latest}
+    assert written["configurable"] == checkpoint  # what the JS SDK's updateState returns
     after = client.threads.get_state(thread_id)
     assert after["checkpoint_id"] == checkpoint["checkpoint_id"]
     assert after["parent_checkpoint_id"] == before["checkpoint_id"]

@@ -15,8 +15,8 @@ from phasegraph.server.http.langgraph_api.bodies import ThreadSearchBody
 #: What ``POST /threads/search`` can sort by, and the fields ``select`` can keep of each thread.
 ThreadSortBy = Literal["thread_id", "status", "created_at", "updated_at", "state_updated_at"]
 ThreadField = Literal[
-    "thread_id", "created_at", "updated_at", "state_updated_at", "metadata", "config", "context", "status",
-    "values", "interrupts",
+    "thread_id", "created_at", "updated_at", "state_updated_at", "metadata", "config", "status", "values",
+    "interrupts",
 ]  # fmt: skip
 
 

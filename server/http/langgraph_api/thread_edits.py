@@ -57,7 +57,12 @@ def edit_routes(project: Any) -> APIRouter:
         last_run = next((r for r in reversed(runs) if r.protocol == served.id), None)
         checkpoint = await write_state(served, thread, body, last_run, manager.store.thread_busy)
         await threads.merge_metadata(thread, {})  # updated now
-        return {"checkpoint": checkpoint}
+        # as the reference answers it: the SDKs read ``checkpoint`` (Python) or ``configurable`` (JS)
+        return {
+            "checkpoint": checkpoint,
+            "configurable": checkpoint,
+            "checkpoint_id": checkpoint["checkpoint_id"],
+        }
 
     @router.post("/threads/{thread_id}/copy", responses=errors(403, 404))
     async def copy_thread(thread_id: str, request: Request, project_id: Project) -> dict[str, Any]:
@@ -65,11 +70,10 @@ def edit_routes(project: Any) -> APIRouter:
         manager, threads = manager_of(request), threads_of(request)
         thread = await existing(threads, project_id, thread_id)
         served = served_of(manager, thread, await threads.requests(thread.thread_key))
-        copy_id = str(uuid4())
-        metadata = {**thread.metadata, "thread_id": copy_id}
+        metadata = dict(thread.metadata)
         if served is not None:  # a copy has no runs of its own: its metadata says whose state it holds
             metadata.setdefault("graph_id", served.id)
-        copy = await threads.create(project_id, copy_id, metadata)
+        copy = await threads.create(project_id, str(uuid4()), metadata)
         try:
             await copy_checkpoints(manager.checkpointer, thread.thread_key, copy.thread_key)
         except BaseException:  # half a copy is no copy: nothing of it stays

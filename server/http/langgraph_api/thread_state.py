@@ -26,7 +26,6 @@ from pydantic.errors import PydanticSchemaGenerationError
 from phasegraph.nodes.errors import ConflictError, InvalidInputError, NotFoundError
 from phasegraph.server.http.langgraph_api.common import Graph
 from phasegraph.server.http.langgraph_api.thread_bodies import StateUpdateBody
-from phasegraph.server.http.langgraph_api.views import checkpoint_ref
 from phasegraph.server.runs.protocols import Served
 from phasegraph.server.storage.checkpoints import snapshot_at, thread_config
 from phasegraph.server.storage.records import RequestRecord
@@ -103,7 +102,7 @@ async def write_state(
     last_run: RequestRecord | None,
     busy: Callable[[str], Awaitable[bool]],
 ) -> dict[str, Any]:
-    """Save the body's update on the thread as a new checkpoint; the checkpoint, as the API names it.
+    """Save the body's update on the thread as a new checkpoint; the checkpoint's config, as the API names it.
 
     Everything is checked before anything is written: the values and the node (422), the checkpoint
     to write on (404), and that no run is going on (409, ``busy`` asks). What LangGraph itself
@@ -136,5 +135,6 @@ async def write_state(
         raise InvalidInputError(f"{'as_node' if 'as_node' in str(exc) else 'values'}: {exc}") from None
     finally:
         await context.aclose()
-    ref = checkpoint_ref(thread.thread_id, written) or {}
-    return {**ref, "checkpoint_map": written["configurable"].get("checkpoint_map", {})}
+    saved = written["configurable"]
+    return {"thread_id": thread.thread_id, "checkpoint_ns": saved.get("checkpoint_ns", ""),
+            "checkpoint_id": saved["checkpoint_id"]}  # fmt: skip

@@ -133,10 +133,10 @@ def sort_key(field: str) -> Callable[[dict[str, Any]], Any]:
 
 
 def selected(thread: dict[str, Any], fields: Sequence[str] | None) -> dict[str, Any]:
-    """The thread with only ``fields`` (all of them without a ``select``); threads carry no context."""
+    """The thread with only ``fields`` (all of them without a ``select``)."""
     if fields is None:
         return thread
-    return {field: thread.get(field, {}) for field in fields}
+    return {field: thread[field] for field in fields}
 
 
 def run(record: RequestRecord, status: str | None = None) -> dict[str, Any]:

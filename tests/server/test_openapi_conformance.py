@@ -40,10 +40,12 @@ MAX_MESSAGE_CHARS = 2000
 NEGATIVE = [*NEGATIVE_DATA_REJECTION_EXPECTED_STATUSES, "413"]
 # Every other schema-valid request is accepted (2xx) or refused with a status the defaults expect
 # for valid data (404 for something that does not exist, 409 for a state that does not allow it),
-# on every operation, with one exception: a network's publish-time rules (unique agent keys, routes
+# on every operation, with two exceptions: a network's publish-time rules (unique agent keys, routes
 # naming agents of the network, a responder reachable from the default agent, ...) are about the
 # network as a whole, which JSON Schema cannot state, so a well-formed network that breaks one is a
-# documented 422 listing the problems.
+# documented 422 listing the problems; and a thread's state fields are its protocol's, which the path
+# does not name, so a state update with a value its thread's state does not have is a documented 422
+# naming the field.
 PUBLISH_POSITIVE = [*POSITIVE_DATA_ACCEPTANCE_EXPECTED_STATUSES, "422"]
 CHECKS = f"""
 [generation]
@@ -55,6 +57,10 @@ expected-statuses = {json.dumps(NEGATIVE)}
 
 [[operations]]
 include-name = "POST /api/networks"
+checks.positive_data_acceptance.expected-statuses = {json.dumps(PUBLISH_POSITIVE)}
+
+[[operations]]
+include-name = "POST /threads/{{thread_id}}/state"
 checks.positive_data_acceptance.expected-statuses = {json.dumps(PUBLISH_POSITIVE)}
 """
 

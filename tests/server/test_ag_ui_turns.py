@@ -183,7 +183,7 @@ def test_a_state_the_server_never_sent_is_refused(demo: httpx.Client):
             "/ag-ui/triggered_phase", json={**sent, "state": state, "messages": sent["messages"][:-1]}
         )
         assert (
-            taken.status_code == 422 and "not with a user message" in taken.json()["message"]
+            taken.status_code == 409 and "not with a user message" in taken.json()["message"]
         )  # past the state
     assert differences(earlier, sent["state"])  # the earlier one is not the current state
 
@@ -208,7 +208,7 @@ def test_only_the_new_user_messages_at_the_end_are_the_turn(demo: httpx.Client):
     assert said == [TURNS["triggered_phase"][0], "Who is on the team?\n\nJust their names."]
     # nothing new at the end: nothing to answer
     again = demo.post("/ag-ui/triggered_phase", json={**held, "runId": "turns-new-3"})
-    assert again.status_code == 422
+    assert again.status_code == 409
     assert "not with a user message thread 'turns-new' does not hold yet" in again.json()["message"]
 
 

@@ -160,7 +160,8 @@ def _turn(body: AgUiInput, thread: _Thread) -> str:
     new = _new_user_messages(body, thread)
     if not new:
         last = body.messages[-1]
-        raise InvalidInputError(
+        # about the thread as it stands (which messages it holds), so a conflict, not a malformed body
+        raise ConflictError(
             f"messages ends with {last.role} message {last.id!r}, not with a user message thread "
             f"{body.thread_id!r} does not hold yet: a run answers the new user messages at the end of "
             "messages (the ones before them are the client's copy of the thread)"

@@ -234,8 +234,11 @@ def test_every_protocol_holds_a_conversation_in_chat_and_run(tmp_path: Path, pro
 def test_a_question_the_thread_asked_takes_the_next_message_as_its_answer(tmp_path: Path):
     create = _script(tmp_path, "create", turn("", ("create_project", {"name": "Orbit",
                      "template_id": "product-launch"})), turn("Created Orbit."))  # fmt: skip
-    archive = _script(tmp_path, "archive", turn("", ("archive_project", {})),
-                      turn("", ("archive_project", {})), turn("Archived."))  # fmt: skip
+    # the yes is the thread's next user message: the planner asks again and the call runs once
+    call = turn("", ("archive_project", {}))
+    archive = _script(
+        tmp_path, "archive", call, call, turn("Archived."), follow_ups=[[call, turn("Archived.")]]
+    )
     made = _cli(tmp_path, "run", "planner", "Make a project Orbit", "--thread", "plan", "--model", create)
     assert made.returncode == 0, made.stdout + made.stderr
     in_project = ["--thread", "plan", "--model", archive, "--context-type", "project",
@@ -248,7 +251,7 @@ def test_a_question_the_thread_asked_takes_the_next_message_as_its_answer(tmp_pa
     assert answered.returncode == 0, answered.stdout + answered.stderr
     events = [json.loads(line) for line in answered.stdout.splitlines()]
     results = [(e["name"], e["status"]) for e in events if e["type"] == "tool_result"]
-    assert results[0] == ("archive_project", "ok") and events[-1]["answer"] == "Archived."
+    assert results == [("archive_project", "ok")] and events[-1]["answer"] == "Archived."
     assert _requests(tmp_path, "plan") == [("planner", "completed")] * 3
 
 

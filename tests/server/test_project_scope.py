@@ -158,7 +158,9 @@ def test_an_sqlite_database_from_before_migrations_is_upgraded_in_place(servers,
         assert db.execute(
             "SELECT options FROM phasegraph_requests WHERE request_id = 'old-1'"
         ).fetchone() == ("{}",)
-        assert db.execute("SELECT count(*) FROM phasegraph_threads").fetchone() == (0,)
+        # the migration makes no thread rows; the new request's turn listed its own thread
+        threads = db.execute("SELECT project_id, thread_id FROM phasegraph_threads").fetchall()
+        assert threads == [("other", "old-1")]
 
 
 def test_a_postgres_database_from_before_migrations_is_upgraded_for_two_replicas(

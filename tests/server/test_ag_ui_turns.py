@@ -33,6 +33,7 @@ from langchain_core.messages import SystemMessage as LcSystemMessage
 from langchain_core.messages import ToolMessage as LcToolMessage
 from pydantic import TypeAdapter
 
+from phasegraph.graphs.registry import get_protocol
 from phasegraph.nodes.models import DEMO_WORKSPACE
 from phasegraph.server.http.ag_ui.messages import agui_messages
 from phasegraph.server.http.ag_ui.state import differences, state_patch
@@ -127,6 +128,10 @@ def test_a_second_turn_sent_as_http_agent_sends_it_continues_the_thread(demo: ht
         assert _lc_free(_of(events, StateSnapshotEvent)[0].snapshot)
         assert all(_lc_free(e.delta) for e in _of(events, StateDeltaEvent))
     assert agent.state["messages"] == agent.messages
+    # the state is the graph's output: a protocol's working fields (raw tool outputs its model reads,
+    # which grow with every turn and which a client sends back with every run) stay on the server
+    outputs = get_protocol(protocol).compile(None).output_channels
+    assert "messages" in agent.state and set(agent.state) <= set(outputs)
 
 
 def test_state_deltas_patch_the_snapshot_into_the_final_state(demo: httpx.Client):
@@ -223,7 +228,8 @@ def test_a_paused_run_resumes_with_the_state_the_client_holds(demo: httpx.Client
         interrupt["id"] == "pause:turns-pause"
         and _of(paused, RunFinishedEvent)[0].outcome.type == "interrupt"
     )
-    assert agent.state and agent.state["phase_index"] >= 1  # the state as the pause left it
+    said = [m["content"] for m in agent.state["messages"] if m["role"] == "user"]
+    assert said == [TURNS["triggered_phase"][0]]  # the state as the pause left it
 
     resume = [{"interruptId": interrupt["id"], "status": "resolved"}]
     body = agent.input("turns-pause-2", resume=resume)
@@ -275,7 +281,7 @@ def _json(rnd: random.Random, depth: int = 0) -> Any:
     """A random JSON value: nulls, numbers, strings that need escaping in a pointer, lists, objects."""
     kind = rnd.random()
     if depth > 2 or kind < 0.4:
-        return rnd.choice([None, True, 2, 2.5, "a", "b/c", "~x", ""])
+        return rnd.choice([None, True, False, 0, 1, 2, 2.5, "a", "b/c", "~x", ""])  # 1 == True in Python
     if kind < 0.7:
         return [_json(rnd, depth + 1) for _ in range(rnd.randint(0, 5))]
     return {rnd.choice(["a", "b", "c/d", "e~f"]): _json(rnd, depth + 1) for _ in range(rnd.randint(0, 4))}
@@ -316,6 +322,11 @@ def test_state_deltas_take_any_state_to_the_next():
         {"op": "replace", "path": "/answer", "value": "Hello"},
     ]
     assert state_patch(state, copy.deepcopy(state)) == []
+    # JSON tells a boolean from a number where Python's == does not
+    assert state_patch({"a": 1, "m": [0]}, {"a": True, "m": [False]}) == [
+        {"op": "replace", "path": "/a", "value": True},
+        {"op": "replace", "path": "/m/0", "value": False},
+    ]
     # and any change at all, applied as RFC 6902 says (what the JS client's fast-json-patch does)
     rnd = random.Random(24)
     for _ in range(3000):

@@ -1,7 +1,9 @@
 """A thread's state as AG-UI clients hold it, and the copy a client sends back.
 
-The state a client receives is the thread's checkpointed values as plain JSON: ``messages`` in
-AG-UI's own message format (:mod:`.messages`), every other field as JSON (secrets masked). A stream
+The state a client receives is the thread's checkpointed values of the graph's output fields (what a
+LangGraph API ``values`` stream sends; a protocol's working fields, such as the raw tool outputs its
+model reads, stay on the server) as plain JSON: ``messages`` in AG-UI's own message format
+(:mod:`.messages`), every other field as JSON (secrets masked). A stream
 sends it whole once (``STATE_SNAPSHOT``, as its run starts) and then only what changed, as RFC 6902
 JSON Patch operations against what it sent last (``STATE_DELTA``).
 
@@ -47,17 +49,19 @@ class StateView:
     objects it gave before (which a diff passes over at once).
     """
 
-    def __init__(self, thread_id: str) -> None:
+    def __init__(self, thread_id: str, graph: Graph) -> None:
         self.thread_id = thread_id
+        channels = graph.output_channels
+        self.fields = frozenset([channels] if isinstance(channels, str) else channels)
         self.redactor = redactor()
         self._converted: dict[str, tuple[tuple[Any, ...], dict[str, Any] | None]] = {}
 
     def of(self, values: Mapping[str, Any] | None) -> dict[str, Any]:
-        """``values`` as plain JSON: messages in AG-UI's format, the rest as JSON; secrets masked."""
+        """The output fields of ``values`` as plain JSON: messages in AG-UI's format; secrets masked."""
         return {
             str(key): self._messages(value) if key == "messages" and isinstance(value, list)
             else self.redactor.data(plain(value))
-            for key, value in (values or {}).items()
+            for key, value in (values or {}).items() if key in self.fields
         }  # fmt: skip
 
     def _messages(self, messages: list[Any]) -> list[dict[str, Any]]:
@@ -101,7 +105,7 @@ class StateStream:
 
     def __init__(self, graph: Graph, record: RequestRecord) -> None:
         self.graph, self.config = graph, thread_config(record.thread_key)
-        self.view = StateView(record.thread_id)
+        self.view = StateView(record.thread_id, graph)
         self.sent: dict[str, Any] = {}
 
     async def read(self) -> tuple[StateSnapshot, dict[str, Any]]:
@@ -134,7 +138,7 @@ def state_patch(sent: dict[str, Any], state: dict[str, Any]) -> list[dict[str, A
     for key, value in state.items():
         if key not in sent:
             ops.append({"op": "add", "path": _pointer(key), "value": value})
-        elif sent[key] != value:
+        elif not _same(sent[key], value):
             ops += _changes(sent[key], value, _pointer(key))
     return ops
 
@@ -144,11 +148,27 @@ def _changes(old: Any, new: Any, at: str) -> list[dict[str, Any]]:
     skip = 0
     if isinstance(old, list) and isinstance(new, list):
         pairs = enumerate(zip(old, new, strict=False))
-        skip = next((n for n, (a, b) in pairs if a != b), min(len(old), len(new)))
+        skip = next((n for n, (a, b) in pairs if not _same(a, b)), min(len(old), len(new)))
     ops = jsonpatch.make_patch(old[skip:] if skip else old, new[skip:] if skip else new).patch
     if skip and any(op["path"] == "" for op in ops):
         return [{"op": "replace", "path": at, "value": new}]  # the whole list: nothing to move
     return [{**op, **{f: at + _shifted(op[f], skip) for f in ("path", "from") if f in op}} for op in ops]
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality: Python's ``==`` holds ``1 == True`` and ``0 == False``, JSON does not.
+
+    The very same object is equal at once (a stream's unchanged messages are the objects it sent).
+    """
+    if a is b:
+        return True
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[key], b[key]) for key in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
 
 
 def _shifted(path: str, skip: int) -> str:
@@ -175,7 +195,7 @@ async def check_client_state(
     if not state:
         return
     thread_id = thread.thread_id if thread else ""
-    view = StateView(thread_id)
+    view = StateView(thread_id, graph)
     differ = differences(state, view.of(current.values if current else None))
     if not differ:
         return

@@ -21,8 +21,11 @@ from typing import Any
 
 import httpx
 import pytest
+from rich.console import Console
 
 from phasegraph.graphs.registry import PROTOCOLS, get_protocol
+from phasegraph.nodes.events import Final, TextChunk
+from phasegraph.server.cli.chat import ChatRenderer
 from phasegraph.server.storage.checkpoints import thread_config
 from phasegraph.server.storage.persistence import open_checkpointer
 from phasegraph.server.storage.records import scoped_key
@@ -276,3 +279,21 @@ def test_the_server_and_the_command_take_turns_on_one_thread(tmp_path: Path):
     said = _user_messages(tmp_path, "triggered_phase", "shared")
     assert said == ["Summarise the roadmap", "Who is on the team?", "Thanks"]
     assert _requests(tmp_path, "shared") == [("triggered_phase", "completed")] * 3
+
+
+@pytest.mark.parametrize(
+    ("streamed", "answer"),
+    [
+        (["The roadmap has ", "two milestones."], "The roadmap has two milestones."),  # not repeated
+        (["I will archive Orbit."], "Archive Orbit? Answer yes or no."),  # a question after a preamble
+        ([], "Built from the results."),  # nothing streamed (a fallback answer)
+    ],
+)
+def test_the_chat_shows_each_answer_once_streamed_or_not(streamed: list[str], answer: str):
+    console = Console(record=True, width=200)
+    renderer = ChatRenderer(console)
+    envelope = {"request_id": "r", "project_id": "p", "protocol": "planner"}
+    for seq, text in enumerate(streamed, 1):
+        renderer(TextChunk(seq=seq, text=text, **envelope))
+    renderer(Final(seq=len(streamed) + 1, answer=answer, **envelope))
+    assert console.export_text().count(answer) == 1, console.export_text()

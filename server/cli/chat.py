@@ -142,14 +142,14 @@ class ChatRenderer(EventRenderer):
 
     def __init__(self, console: Console) -> None:
         super().__init__(console)
-        self._streamed = False
+        self._said = ""  # the text streamed this turn
 
     def __call__(self, event: Event) -> None:
         """Render one event; phase boundaries are left out, and a streamed answer is not repeated."""
         if isinstance(event, PhaseStart | PhaseEnd):
             return
         if isinstance(event, TextChunk):
-            self._streamed = True
+            self._said += event.text
         if isinstance(event, Final):
             self._final(event)
             return
@@ -159,7 +159,8 @@ class ChatRenderer(EventRenderer):
         if self._in_text:
             self.console.print()
             self._in_text = False
-        if not self._streamed:  # the protocol streamed no text: the answer is news
+        # an answer the turn did not end by streaming (a fallback, a question after a preamble) is news
+        if not self._said.strip().endswith(event.answer.strip()):
             self.console.print(event.answer, markup=False, highlight=False)
         if event.all_tools_failed:
             self.console.print("[yellow](every tool call failed; the answer rests on no tool output)[/]")

@@ -61,7 +61,7 @@ class Starter:
         )
         if taken:  # refused before any work; the insert below decides a race (``store.create``)
             raise RequestExists(request_id)
-        thread_key = await self._thread_key(first, thread_id, spec.id, project_id)
+        thread_key = await self._thread_key(first, thread_id, served, project_id)
         fields = {**(operator or {}), **client, "model": chosen, "project_id": project_id,
                   "show_tool_outputs": show_tool_outputs}  # fmt: skip
         record = self.new_record(request_id, project_id, spec.id, thread_id, thread_key, fields)
@@ -159,17 +159,30 @@ class Starter:
         raise ConfigurationError(f"model {model!r} is not allowed here; allowed: {sorted(by_public_name)}")
 
     async def _thread_key(
-        self, first: RequestRecord | None, thread_id: str, protocol: str, project_id: str
+        self, first: RequestRecord | None, thread_id: str, served: Served, project_id: str
     ) -> str:
         """The LangGraph thread of a project's thread id: a new one, or an existing thread it may join.
 
         A new turn may join a thread only of its own protocol, and not while it runs. Threads are
-        per project: another project's thread of the same id is a different thread.
+        per project: another project's thread of the same id is a different thread. A thread with
+        checkpoints but no request yet (a copy, a state written through the API) is its ``graph_id``'s.
         """
+        protocol = served.spec.id
         if first is None:
-            return scoped_key(project_id, thread_id)
+            key = scoped_key(project_id, thread_id)
+            await self._check_unrun_thread(project_id, thread_id, served)
+            return key
         if first.protocol != protocol:
             raise ConflictError(f"thread {thread_id!r} belongs to protocol {first.protocol!r}")
         if await self.engine.store.thread_busy(first.thread_key):
             raise ConflictError(f"thread {thread_id!r} has a request running; wait, pause or cancel it first")
         return first.thread_key
+
+    async def _check_unrun_thread(self, project_id: str, thread_id: str, served: Served) -> None:
+        """Refuse another protocol's turn on a thread no request ran whose checkpoints are its graph's."""
+        thread = await ThreadStore(self.engine.store).get(project_id, thread_id)
+        owner = thread.metadata.get("graph_id") if thread is not None else None
+        if owner in (None, served.spec.id):
+            return
+        if (await served.graph.aget_state(thread_config(scoped_key(project_id, thread_id)))).values:
+            raise ConflictError(f"thread {thread_id!r} belongs to protocol {owner!r}")

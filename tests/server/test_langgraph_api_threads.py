@@ -278,6 +278,19 @@ def test_copy_has_the_same_history_and_goes_its_own_way(client: SyncLangGraphCli
     assert len(client.threads.get_history(thread_id, limit=100)) == len(original_history)
 
 
+def test_a_copy_is_its_protocols_thread_before_any_run(server: Server, client: SyncLangGraphClient) -> None:
+    copy = client.threads.copy(_ran(client))["thread_id"]
+    for path, body in [  # another protocol's turn on it, by the LangGraph API and by phasegraph's route
+        (f"/threads/{copy}/runs/wait", {"assistant_id": "unified", "input": ASK}),
+        ("/api/runs/unified/stream", {"message": "Hi", "threadId": copy, "projectId": "alpha"}),
+    ]:
+        refused = _raw(server, "POST", path, json=body)
+        assert refused.status_code == 409 and "belongs to protocol 'triggered_phase'" in refused.text
+    assert client.threads.get(copy)["metadata"]["graph_id"] == "triggered_phase"
+    asked = {"messages": [{"role": "user", "content": "Who is on the team?"}]}
+    assert client.runs.wait(copy, "triggered_phase", input=asked)["answer"]  # its own protocol goes on
+
+
 def test_copy_of_a_thread_with_no_run_and_of_nothing(server: Server, client: SyncLangGraphClient) -> None:
     empty = client.threads.create(metadata={"title": "empty"})["thread_id"]
     copy = client.threads.copy(empty)

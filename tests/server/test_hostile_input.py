@@ -141,7 +141,7 @@ def test_http_level_refusals_have_the_error_body(server):
         assert client.get("/threads").headers["allow"] == "POST"
         # the addressed resource's methods, not those of a template that also matches its path
         assert client.put("/threads/search").headers["allow"] == "POST"
-        assert client.put("/threads/t-1").headers["allow"] == "DELETE, GET"
+        assert client.put("/threads/t-1").headers["allow"] == "DELETE, GET, PATCH"
 
 
 def test_bodies_are_read_strictly_as_the_schema_types_them(server):

@@ -37,9 +37,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     script = write_script(
         folder,
         turn("", ("list_projects", {})),
-        turn("", ("archive_project", {})),
-        turn("", ("archive_project", {})),
+        turn("", ("archive_project", {})),  # the planner asks first
         turn("Orbit is archived."),
+        # each later message (asked to archive, or the yes that runs it) calls it again
+        follow_ups=[[turn("", ("archive_project", {})), turn("Orbit is archived.")]],
         chunk_delay_ms=20,  # paced, so a pause asked at the start lands at the first pause point
     )
     with demo_server(

@@ -10,16 +10,9 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import pytest
-
-from phasegraph.nodes.models import DEMO_WORKSPACE
-from tests.server.conftest import Server
 
 JS = Path(__file__).resolve().parents[1] / "js"
 NODE = shutil.which("node") or "node"
@@ -76,18 +69,3 @@ def run_script(script: str, url: str, *protocols: str, timeout: float = 600) -> 
     result = node(script, url, *protocols, timeout=timeout)
     report = json.loads(result.stdout.strip().splitlines()[-1])
     return Report(steps=report["steps"], stderr=result.stderr)
-
-
-@contextmanager
-def js_server(tmp_path_factory: pytest.TempPathFactory, name: str, **env: str) -> Iterator[Server]:
-    """A server on the demo workspace with a database of its own, for one module's client scripts."""
-    folder = tmp_path_factory.mktemp(name)
-    base = {
-        "PHASEGRAPH_CHECKPOINTER": f"sqlite:{folder / 'state.db'}",
-        "PHASEGRAPH_WORKSPACE": str(DEMO_WORKSPACE),
-    }
-    started = Server(env={**base, **env}, log=folder / "server.log").start()
-    try:
-        yield started
-    finally:
-        started.stop()

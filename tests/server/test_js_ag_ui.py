@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
-from tests.server.js import PROTOCOLS, SECOND, Report, js_server, run_script
+from tests.server.conftest import demo_server
+from tests.server.js import PROTOCOLS, SECOND, Report, run_script
 from tests.server.test_js_sdk import FIRST
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Report]:
-    with js_server(tmp_path_factory, "js-ag-ui") as server:
+    with demo_server(tmp_path_factory, "js-ag-ui") as server:
         yield run_script("ag-ui.mjs", server.url)
 
 

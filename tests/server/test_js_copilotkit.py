@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.server.conftest import free_port
-from tests.server.js import JS, NODE, QUIET, SECOND, Report, installed, js_server, run_script
+from tests.server.conftest import demo_server, free_port
+from tests.server.js import JS, NODE, QUIET, SECOND, Report, installed, run_script
 from tests.server.test_js_sdk import FIRST
 
 #: triggered_phase, and the planner (whose follow-up turns once failed everywhere).
@@ -27,7 +27,7 @@ AGENTS = [(name, protocol) for protocol in PROTOCOLS for name in (protocol, f"{p
 def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The CopilotKit runtime's endpoint, its agents on a demo ``phasegraph serve``."""
     installed()
-    with js_server(tmp_path_factory, "js-copilotkit") as server:
+    with demo_server(tmp_path_factory, "js-copilotkit") as server:
         port = free_port()
         log = tmp_path_factory.mktemp("copilotkit-runtime") / "runtime.log"
         env = {**os.environ, **QUIET, "PHASEGRAPH_URL": server.url, "PORT": str(port)}

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.conftest import Server
-from tests.server.js import JS, js_server, node
+from tests.server.conftest import Server, demo_server
+from tests.server.js import JS, node
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "clients.md"
 SNIPPETS = ("examples/sdk.mjs", "page/Chat.jsx", "examples/ag-ui.mjs", "examples/copilotkit-runtime.mjs")
@@ -27,7 +27,7 @@ def _section() -> str:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with js_server(tmp_path_factory, "js-examples") as started:
+    with demo_server(tmp_path_factory, "js-examples") as started:
         yield started
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.server.js import PROTOCOLS, SECOND, Report, js_server, run_script
+from tests.server.conftest import demo_server
+from tests.server.js import PROTOCOLS, SECOND, Report, run_script
 
 FIRST = {
     "triggered_phase": "Summarise the roadmap in the docs folder.",
@@ -26,7 +27,7 @@ FIRST = {
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Report]:
-    with js_server(tmp_path_factory, "js-sdk") as server:
+    with demo_server(tmp_path_factory, "js-sdk") as server:
         yield run_script("sdk.mjs", server.url)
 
 

@@ -23,7 +23,7 @@ from phasegraph.server.http.ag_ui.state import StateStream, check_client_state
 from phasegraph.server.http.ag_ui.translation import PAUSE_PREFIX, Translation, millis, now
 from phasegraph.server.http.auth import Access
 from phasegraph.server.http.responses import ID_PATTERN, STARTS, errors
-from phasegraph.server.http.sse import follow_sse
+from phasegraph.server.http.sse import STREAM_HEADERS, follow_sse
 from phasegraph.server.runs.manager import STOPS, RunManager, manager_of
 from phasegraph.server.runs.protocols import Served
 from phasegraph.server.storage.checkpoints import thread_config
@@ -33,8 +33,6 @@ logger = logging.getLogger(__name__)
 
 INTERNAL = "the server failed while streaming this run (see its log); GET /api/requests/{id} shows its state"
 INCOMPLETE = "the run's stream ended without an outcome; GET /api/requests/{id} shows its state"
-#: What every other stream sends too: no cache, and no proxy (nginx) holding events back.
-NO_BUFFERING = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 STREAM_DOC = {
     "description": "AG-UI events, one JSON object (``ag_ui.core.Event``) per ``data:`` line",
     "content": {
@@ -94,7 +92,7 @@ def ag_ui_routes(caller: Any) -> APIRouter:
         return StreamingResponse(
             (encoder.encode(event) async for event in events),
             media_type=encoder.get_content_type(),
-            headers=NO_BUFFERING,
+            headers=STREAM_HEADERS,
         )
 
     return router

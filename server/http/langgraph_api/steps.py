@@ -72,10 +72,7 @@ class RunCheckpoints:
                 return min(steps, default=None)
             await asyncio.sleep(CHECKPOINT_POLL_SECONDS)
             waited += CHECKPOINT_POLL_SECONDS
-            snapshots = await self._snapshots()
-            await self._read_base(snapshots)
-            for snapshot in snapshots:
-                self._learn(snapshot)
+            await self._learn_all(await self._snapshots())
 
     async def saved(self, before: int | None) -> list[Saved]:
         """The run's checkpoints with a step below ``before`` (all: ``None``) not returned before.
@@ -93,9 +90,7 @@ class RunCheckpoints:
             await asyncio.sleep(CHECKPOINT_POLL_SECONDS)
             waited += CHECKPOINT_POLL_SECONDS
             snapshots = await self._snapshots()
-        await self._read_base(snapshots)
-        for snapshot in snapshots:
-            self._learn(snapshot)
+        await self._learn_all(snapshots)
         found: list[Saved] = []
         for index, snapshot in enumerate(snapshots):
             checkpoint_id = snapshot.config["configurable"]["checkpoint_id"]
@@ -124,6 +119,12 @@ class RunCheckpoints:
 
     def _node(self, task: Any, step: int) -> NodeRun:
         return NodeRun(task.name, step, task.id, tuple(task.path))
+
+    async def _learn_all(self, snapshots: list[StateSnapshot]) -> None:
+        """Learn the nodes of each of the run's ``snapshots``, and of the checkpoint it started from."""
+        await self._read_base(snapshots)
+        for snapshot in snapshots:
+            self._learn(snapshot)
 
     async def _read_base(self, snapshots: list[StateSnapshot]) -> None:
         """The checkpoint the run started from (a resume, a fork) names the nodes of its first step."""

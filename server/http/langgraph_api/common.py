@@ -4,10 +4,11 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, Header, Request
+from langchain_core.messages import BaseMessage, convert_to_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
-from phasegraph.nodes.errors import ConfigurationError, NotFoundError
+from phasegraph.nodes.errors import ConfigurationError, InvalidInputError, NotFoundError
 from phasegraph.server.http.auth import Access
 from phasegraph.server.http.responses import ID_PATTERN
 from phasegraph.server.runs.manager import RunManager, manager_of
@@ -97,3 +98,14 @@ async def status_of(
     if snapshot.next or snapshot.interrupts:
         return "interrupted", snapshot
     return ("error" if runs and runs[-1].status == "failed" else "idle"), snapshot
+
+
+def client_messages(messages: Any, where: str) -> list[BaseMessage]:
+    """A client's messages (dicts, tuples or strings) as LangChain messages; 422 naming ``where`` if not.
+
+    ``convert_to_messages`` raises ``NotImplementedError`` for a message type it does not know.
+    """
+    try:
+        return convert_to_messages(messages)
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise InvalidInputError(f"{where}: {exc}") from None

@@ -11,13 +11,13 @@ import asyncio
 from typing import Any
 from uuid import uuid4
 
-from langchain_core.messages import convert_to_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from phasegraph.graphs.registry import ProtocolSpec
 from phasegraph.nodes.errors import ConfigurationError, ConflictError, InvalidInputError, NotFoundError
 from phasegraph.server.http.langgraph_api.bodies import RunFields, ThreadRunBody
+from phasegraph.server.http.langgraph_api.common import client_messages
 from phasegraph.server.runs.manager import RunManager
 from phasegraph.server.runs.protocols import Served
 from phasegraph.server.storage.checkpoints import require_next, snapshot_at, thread_config
@@ -103,10 +103,7 @@ def graph_input(spec: ProtocolSpec, graph: Graph, body: RunFields) -> tuple[Any,
             f"input.{unknown[0]} is not an input of {spec.id!r} ({', '.join(sorted(allowed))})"
         )
     _no_client_tools(body.input)
-    try:
-        messages = convert_to_messages(body.input.get("messages", []))
-    except (ValueError, TypeError, NotImplementedError) as exc:
-        raise InvalidInputError(f"input.messages: {exc}") from None
+    messages = client_messages(body.input.get("messages", []), "input.messages")
     human = [m for m in messages if m.type == "human"]
     message = human[-1].text if human else ""
     spec.check_message(message)

@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import typing_extensions
-from langchain_core.messages import convert_to_messages
 from langgraph._internal._constants import CONFIG_KEY_RUNTIME
 from langgraph.errors import InvalidUpdateError
 from langgraph.graph import END
@@ -24,7 +23,7 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic.errors import PydanticSchemaGenerationError
 
 from phasegraph.nodes.errors import ConflictError, InvalidInputError, NotFoundError
-from phasegraph.server.http.langgraph_api.common import Graph
+from phasegraph.server.http.langgraph_api.common import Graph, client_messages
 from phasegraph.server.http.langgraph_api.thread_bodies import StateUpdateBody
 from phasegraph.server.runs.protocols import Served
 from phasegraph.server.storage.checkpoints import snapshot_at, thread_config
@@ -69,10 +68,7 @@ def _checked(where: str, annotation: Any, value: Any) -> Any:
         annotation,
     )  # fmt: skip
     if add_messages in extras:  # what the reducer takes: one message or a list, as dicts or messages
-        try:
-            return convert_to_messages(value if isinstance(value, list) else [value])
-        except (ValueError, TypeError, NotImplementedError) as exc:
-            raise InvalidInputError(f"{where}: {exc}") from None
+        return client_messages(value if isinstance(value, list) else [value], where)
     try:
         adapter: TypeAdapter[Any] = TypeAdapter(kind)
     except PydanticSchemaGenerationError:  # a type pydantic cannot read: LangGraph's reducer decides

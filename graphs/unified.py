@@ -11,6 +11,7 @@ from langgraph.types import Checkpointer
 
 from phasegraph.nodes.models import DEMO_MODEL, make_model
 from phasegraph.nodes.unified.answer import FinalAnswerMiddleware
+from phasegraph.nodes.unified.approvals import ApprovalMiddleware
 from phasegraph.nodes.unified.budget import TurnBudgetMiddleware
 from phasegraph.nodes.unified.context import UnifiedContext
 from phasegraph.nodes.unified.middleware import RunContextMiddleware
@@ -26,6 +27,7 @@ def compile_graph(
     """Build the agent; model, tools and budgets of each run come from its Context via middleware."""
     middleware: list[AgentMiddleware[Any, Any]] = [
         RunContextMiddleware(),
+        ApprovalMiddleware(),
         TurnBudgetMiddleware(),
         FinalAnswerMiddleware(),
     ]

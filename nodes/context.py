@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, get_type_hints
 from uuid import uuid4
 
 from langchain_core.language_models import BaseChatModel
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, TypeAdapter, ValidationError
 from pydantic.json_schema import SkipJsonSchema
 
 from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.models import DEMO_MODEL, DEMO_SCRIPT, DEMO_WORKSPACE, make_model
+from phasegraph.nodes.project import Project, load_project, setting_problem
 from phasegraph.nodes.prompts import SYSTEM_PROMPT
 from phasegraph.nodes.settings import run_settings
 from phasegraph.tools import ToolContext, ToolRegistry, default_registry
+from phasegraph.tools.sources import ToolSourceError, ToolSources
+from phasegraph.tools.toolset import Toolset, open_toolset
+
+logger = logging.getLogger(__name__)
+#: Fields a project file may not set: the server's, the request's and the live objects.
+_NOT_FROM_PROJECT = frozenset({"request_id", "database", "chat_model", "tool_registry", "project_file"})
 
 
 def _whole(value: Any) -> Any:
@@ -63,7 +73,10 @@ class RunContext:
     )
     system_prompt: str = field(default=SYSTEM_PROMPT, metadata={"description": "The initial system prompt."})
     tools: list[str] | None = field(
-        default=None, metadata={"description": "Names of the tools to enable (all registered when empty)."}
+        default=None,
+        metadata={
+            "description": "Names or globs ('git.*') of the tools to enable (all the run has when empty)."
+        },
     )
     max_tool_args_chars: int = field(
         default_factory=lambda: run_settings().max_tool_args_chars,
@@ -87,8 +100,18 @@ class RunContext:
     tool_registry: SkipJsonSchema[Any] = field(
         default=None, metadata={"description": "Python API only: a ToolRegistry."}
     )
+    project_file: SkipJsonSchema[str] = field(
+        default="",
+        metadata={
+            "description": "The project file (phasegraph.toml). Empty: PHASEGRAPH_CONFIG, else "
+            "./phasegraph.toml when there is one."
+        },
+    )
 
     def __post_init__(self) -> None:
+        self._project = load_project(self.project_file or None)
+        if self._project is not None:
+            self._apply(self._project)
         self.workspace = str(_absolute(self.workspace or self._default_workspace()))
         if not Path(self.workspace).is_dir():
             raise ConfigurationError(f"workspace {self.workspace!r} is not a folder")
@@ -102,6 +125,29 @@ class RunContext:
         if self.tool_registry is not None and not isinstance(self.tool_registry, ToolRegistry):
             raise ConfigurationError("tool_registry must be a tools.ToolRegistry")
         self._registry: ToolRegistry | None = None  # chosen at the first call of registry()
+        self._sources = (
+            self._project.sources(Path(self.workspace)) if self._project is not None else ToolSources()
+        )
+        self._toolset: Toolset | None = None
+        self._tools_lock = asyncio.Lock()
+
+    def _apply(self, project: Project) -> None:
+        """Take the project file's settings for every field still at its default."""
+        fields = {f.name: f for f in dataclasses.fields(self)}
+        hints = get_type_hints(type(self), include_extras=True)
+        for key, value in project.settings(self.PROTOCOL).items():
+            problem = setting_problem(project, self.PROTOCOL, key, fields, _NOT_FROM_PROJECT)
+            if problem is not None:
+                raise ConfigurationError(problem)
+            if getattr(self, key) != _default(fields[key]) or (
+                key == "model" and self.chat_model is not None
+            ):
+                continue  # the caller chose this one
+            try:
+                setattr(self, key, TypeAdapter(hints[key]).validate_python(value))
+            except ValidationError as exc:
+                where = project.where(("protocols", self.PROTOCOL, key))
+                raise ConfigurationError(f"{where}: {exc.errors()[0]['msg']} (found {value!r})") from None
 
     def _default_workspace(self) -> Path:
         """The bundled demo workspace goes with the bundled demo script; anything else reads here."""
@@ -115,8 +161,46 @@ class RunContext:
             self.model, call_index=call_index, user_turn=user_turn, demo_script=self.DEMO_SCRIPT
         )
 
+    def model_for(self, role: str) -> str:
+        """The model spec of one of the protocol's roles: the project file's, else the run's model."""
+        if self._project is not None and self.chat_model is None and self.model == self._default_model():
+            return self._project.file.model_for(self.PROTOCOL, role) or self.model
+        return self.model
+
+    def _default_model(self) -> str:
+        found = self._project.file.model_for(self.PROTOCOL) if self._project is not None else None
+        return found or DEMO_MODEL
+
+    async def open_tools(self) -> ToolRegistry:
+        """The tools this run may call, its MCP servers started at the first call (then kept open)."""
+        if self._sources.empty:
+            return self.registry()
+        async with self._tools_lock:
+            if self._toolset is None:
+                base = self.tool_registry if self.tool_registry is not None else self.default_tools()
+                try:
+                    self._toolset = await open_toolset(base, self._sources, self.tools or None)
+                except ToolSourceError as exc:
+                    raise ConfigurationError(str(exc)) from None
+                for server, why in self._toolset.unavailable.items():
+                    logger.warning("MCP server %r is unavailable: %s", server, why)
+        return self._toolset.registry
+
+    def unavailable_tools(self) -> dict[str, str]:
+        """The MCP servers that did not start for this run, with why (after ``open_tools()``)."""
+        return dict(self._toolset.unavailable) if self._toolset is not None else {}
+
     def registry(self) -> ToolRegistry:
-        """The tools this run may call (chosen once per run; every model and tool call asks)."""
+        """The tools this run may call (chosen once per run; every model and tool call asks).
+
+        With tool sources beyond the protocol's own, ``await open_tools()`` opens them first.
+        """
+        if not self._sources.empty:
+            if self._toolset is None:
+                raise ConfigurationError(
+                    "this run's tools are not open yet (a node must await context.open_tools())"
+                )
+            return self._toolset.registry
         if self._registry is None:
             base = self.tool_registry if self.tool_registry is not None else self.default_tools()
             try:
@@ -131,12 +215,29 @@ class RunContext:
 
     async def aclose(self) -> None:
         """Release what the run held open; its driver calls this when the run ends or pauses."""
+        await self.close_tools()
+
+    async def close_tools(self) -> None:
+        """End the run's MCP sessions (a later ``open_tools`` opens them again).
+
+        A graph calls this where a turn ends or waits, for clients that drive it without closing
+        the Context (``langgraph dev``).
+        """
+        toolset, self._toolset = self._toolset, None
+        if toolset is not None:
+            await toolset.close()
 
     def tool_context(self) -> ToolContext:
         """What tools get to know about this run."""
         return ToolContext(
             workspace=Path(self.workspace), project_id=self.project_id, request_id=self.request_id
         )
+
+
+def _default(item: dataclasses.Field[Any]) -> Any:
+    if item.default is not dataclasses.MISSING:
+        return item.default
+    return item.default_factory() if item.default_factory is not dataclasses.MISSING else dataclasses.MISSING
 
 
 #: Where relative workspaces start. Read once at import: under ``langgraph dev`` a run may not

@@ -8,6 +8,7 @@ as it specifies, from its own state. Protocol-internal text lives in the protoco
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +31,11 @@ def turn_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         if isinstance(messages[at], HumanMessage):
             return list(messages[at:])
     return list(messages)
+
+
+def tool_counts(messages: Sequence[BaseMessage]) -> Counter[str]:
+    """How many calls of each tool the current turn answered so far (for per-turn call limits)."""
+    return Counter(m.name for m in turn_messages(messages) if isinstance(m, ToolMessage) and m.name)
 
 
 def dialogue(messages: Sequence[BaseMessage]) -> list[BaseMessage]:

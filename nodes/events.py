@@ -35,12 +35,21 @@ from phasegraph.nodes.events_protocols import (
     XmlBlock,
 )
 from phasegraph.nodes.events_run import BudgetExhaustedEvent, Cancelled, ErrorEvent, Final, Paused, Resumed
-from phasegraph.nodes.events_tools import DuplicateToolCall, IgnoredToolCall, ToolCall, ToolResultEvent
+from phasegraph.nodes.events_tools import (
+    ApprovalAnswered,
+    ApprovalRequested,
+    DuplicateToolCall,
+    IgnoredToolCall,
+    ToolCall,
+    ToolResultEvent,
+)
 
 __all__ = [
     "EVENT_ADAPTER",
     "AgentState",
     "AgentStep",
+    "ApprovalAnswered",
+    "ApprovalRequested",
     "BudgetExhaustedEvent",
     "Cancelled",
     "ContextUpdate",
@@ -81,6 +90,8 @@ Event = Annotated[
     | ToolResultEvent
     | DuplicateToolCall
     | IgnoredToolCall
+    | ApprovalRequested
+    | ApprovalAnswered
     | BudgetExhaustedEvent
     | ContextUpdate
     | Decision

@@ -62,3 +62,26 @@ class IgnoredToolCall(EventBase):
     name: str
     args: dict[str, Any] = Field(default_factory=dict)
     reason: Literal["after_first_call", "tools_unbound", "incomplete", "too_large"]
+
+
+class ApprovalRequested(EventBase):
+    """A call waits for a person's approval before it runs (its tool's policy says ``confirm``)."""
+
+    type: Literal["approval_requested"] = "approval_requested"
+    call_id: str
+    name: str
+    args: dict[str, Any]
+    reason: str
+    #: Why the last answer was not taken (an edit that breaks the tool's schema, an unknown decision).
+    problem: str | None = None
+
+
+class ApprovalAnswered(EventBase):
+    """A person answered an approval: the call runs (maybe with edited arguments) or is rejected."""
+
+    type: Literal["approval_answered"] = "approval_answered"
+    call_id: str
+    name: str
+    decision: Literal["approve", "edit", "reject"]
+    args: dict[str, Any]
+    reason: str = ""

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from phasegraph.nodes.approval import Verdict, ask, needs_approval
 from phasegraph.nodes.context import RunContext
 from phasegraph.nodes.emit import Emitter
 from phasegraph.nodes.events import ToolCall, ToolResultEvent
 from phasegraph.nodes.finished_calls import FinishedCalls
 from phasegraph.nodes.redact import redactor
 from phasegraph.tools import ToolRegistry, ToolResult, ToolRunner
+from phasegraph.tools.sources import policy_of
+
+#: What the model reads of a call past its tool's ``max_calls_per_turn``.
+OVER_LIMIT = "{name} may run at most {limit} time(s) per user turn; this call was not run."
 
 
 async def execute_tool_call(
@@ -23,6 +29,8 @@ async def execute_tool_call(
     *,
     refusal: str | None = None,
     invoke: Callable[[], Awaitable[ToolResult]] | None = None,
+    verdict: Verdict | None = None,
+    turn_calls: Counter[str] | None = None,
 ) -> ToolResult:
     """Trace and emit ``tool_call``, run the tool, record it, trace the raw result and emit ``tool_result``.
 
@@ -42,8 +50,22 @@ async def execute_tool_call(
         refusal: Why the call must not run (its arguments were too large, ...); the result
             is then this error, which the model reads, and the tool is never invoked.
         invoke: Runs the call somewhere else than the registry's tools (an MCP service).
+        verdict: A person's answer on the call, when its node asked before (a call whose tool needs
+            approval and has none is asked here, before anything of it is emitted); a rejected call
+            never runs, an edited one runs with the edited arguments (``call`` is updated in place).
+        turn_calls: How many times each tool ran this user turn, for the tools' ``max_calls_per_turn``
+            (counted up here; without it no per-turn limit applies).
     """
     meta = meta or {}
+    if refusal is None and verdict is None and needs_approval(registry, call["name"]):
+        verdict = await ask(context, emitter, registry, call, meta)
+    if verdict is not None and refusal is None:
+        if verdict.decision == "edit":
+            call["args"] = verdict.args
+            signature = registry.signature(call["name"], verdict.args, context.project_id)
+        refusal = verdict.refusal()
+    if refusal is None and turn_calls is not None:
+        refusal = _over_limit(registry, call["name"], turn_calls)
     name, args, call_id = call["name"], call["args"], call["id"]
     finished = FinishedCalls.of_this_step() if refusal is None and call_id else None
     result = await finished.recorded(call_id, signature) if finished is not None else None
@@ -87,7 +109,18 @@ async def _run(
     return redactor().model(result)  # a tool echoing a configured secret: neither model nor store sees it
 
 
+def _over_limit(registry: ToolRegistry, name: str, turn_calls: Counter[str]) -> str | None:
+    """Why a call is past its tool's per-turn limit (``None``: it runs, and is counted)."""
+    found = registry.get(name)
+    limit = policy_of(found).max_calls_per_turn if found is not None else None
+    if limit is not None and turn_calls[name] >= limit:
+        return OVER_LIMIT.format(name=name, limit=limit)
+    turn_calls[name] += 1
+    return None
+
+
 def trace_tool_registration(emitter: Emitter, registry: ToolRegistry) -> None:
     """Record which tools the run offers the model (the trace's first entry)."""
     tools = [{"name": t.name, "description": t.description} for t in registry]
-    emitter.trace("tool_registration", tools=tools)
+    unavailable = emitter.context.unavailable_tools()  # MCP servers that did not start, with why
+    emitter.trace("tool_registration", tools=tools, **({"unavailable": unavailable} if unavailable else {}))

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any, Literal
 
+import jsonschema
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ValidationError
 
 from phasegraph.tools.context import ToolContext
 from phasegraph.tools.errors import ToolError
 from phasegraph.tools.registry import ToolRegistry
+from phasegraph.tools.sources import policy_of, source_of
 
 #: Name of the injected argument through which tools receive the run's ToolContext.
 CONTEXT_ARG = "context"
@@ -41,6 +44,8 @@ class ToolRunner:
         started = time.perf_counter()
         try:
             output = await self._invoke(name, args)
+        except TimeoutError:
+            error = f"{name} gave no answer within {self._timeout(name):g} s"
         except (ToolError, ValidationError, ValueError, TypeError, OSError) as exc:
             error = _describe(exc)
         except Exception as exc:  # a third-party tool may raise anything; the model must still read it
@@ -67,8 +72,14 @@ class ToolRunner:
         payload = dict(args)
         if CONTEXT_ARG in _fields(found.args_schema):
             payload[CONTEXT_ARG] = self.context
-        output = await found.ainvoke(payload)
+        timeout = self._timeout(name) if not source_of(found).startswith("mcp:") else None
+        async with asyncio.timeout(timeout):  # an MCP tool applies its own timeout to its call
+            output = await found.ainvoke(payload)
         return output if isinstance(output, str) else str(output)
+
+    def _timeout(self, name: str) -> float | None:
+        found = self.registry.get(name)
+        return policy_of(found).timeout_seconds if found is not None else None
 
 
 def argument_problem(tool: BaseTool, args: dict[str, Any]) -> str | None:
@@ -85,6 +96,11 @@ def argument_problem(tool: BaseTool, args: dict[str, Any]) -> str | None:
             schema.model_validate(args)
         except ValidationError as exc:
             return _describe(exc)
+    elif isinstance(schema, dict):  # an MCP tool's JSON schema
+        error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(args))
+        if error is not None:
+            where = ".".join(str(p) for p in error.absolute_path) or "arguments"
+            return f"invalid arguments: {where}: {error.message}"
     return None
 
 

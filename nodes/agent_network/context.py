@@ -117,6 +117,7 @@ class AgentNetworkContext(RunContext):
 
     async def aclose(self) -> None:
         """End the spans still open (the run ended, failed or paused)."""
+        await super().aclose()
         if self._spans is not None:
             self._spans.close()
             self._spans = None

@@ -166,6 +166,7 @@ class PlannerContext(RunContext):
 
     async def aclose(self) -> None:
         """Close the store this run opened (one passed in stays open)."""
+        await super().aclose()
         store, self._store = self._store, None
         if store is not None:
             await store.close()

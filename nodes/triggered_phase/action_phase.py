@@ -26,7 +26,7 @@ async def run_action_phase(
     context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
     update = {} if state["phase_open"] else open_phase(emitter, state, "action_phase")
     current = merged(state, update)
-    registry = context.registry()
+    registry = await context.open_tools()
     chat = context.resolve_model(state["model_calls"], user_turn(state["messages"]))
     model = chat.bind_tools(registry.schemas())
     outcome = await _stream(emitter, current, model)

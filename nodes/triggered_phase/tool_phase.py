@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langgraph.runtime import Runtime
 
 from phasegraph.nodes.answers import GatheredResult, format_args
-from phasegraph.nodes.conversation import call_message, refused_message, result_message
+from phasegraph.nodes.approval import ask, needs_approval
+from phasegraph.nodes.conversation import call_message, refused_message, result_message, tool_counts
 from phasegraph.nodes.emit import Emitter, reports_errors
 from phasegraph.nodes.errors import PhasegraphError
 from phasegraph.nodes.tool_calls import execute_tool_call
@@ -26,32 +27,41 @@ async def run_tool_phase(
     The conversation gets the call and how it ended (its output only with ``show_tool_outputs``).
     """
     context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
-    call = state["proposed"]
-    if call is None:  # the router only comes here with a proposal; anything else is a wiring bug
+    proposed = state["proposed"]
+    if proposed is None:  # the router only comes here with a proposal; anything else is a wiring bug
         raise PhasegraphError("tool phase entered without a proposed call")
+    registry, call = await context.open_tools(), cast(dict[str, Any], dict(proposed))
+    refusal = proposed.get("error")
+    verdict = None
+    if refusal is None and needs_approval(registry, call["name"]):  # first: nothing is emitted twice
+        verdict = await ask(context, emitter, registry, call, phase_meta(state))
     update = open_phase(emitter, state, "tool_phase")
     current = merged(state, update)
     meta = phase_meta(current)
     result = await execute_tool_call(
-        context, emitter, context.registry(), dict(call), call["signature"], meta, refusal=call.get("error")
-    )
+        context, emitter, registry, call, proposed["signature"], meta, refusal=refusal, verdict=verdict,
+        turn_calls=tool_counts(state["messages"]),
+    )  # fmt: skip
+    if verdict is not None and not verdict.runs:
+        refusal = verdict.refusal()
     text = result.as_text()
     gathered = GatheredResult(name=call["name"], args=call["args"], status=result.status, text=text)
     note = TOOL_RESULT_NOTE.format(
         name=call["name"], args=format_args(call["args"]), status=result.status, text=text
     )
-    refusal = call.get("error")
     answered = (
-        refused_message(dict(call), refusal)
+        refused_message(call, refusal)
         if refusal is not None
-        else result_message(dict(call), result, show_output=context.show_tool_outputs)
+        else result_message(call, result, show_output=context.show_tool_outputs)
     )
+    # A call refused unread never ran, so repeating it (smaller) is not a duplicate; a call a person
+    # rejected was judged: proposing it unchanged again is one.
+    judged = refusal is None or verdict is not None
     update |= {
-        "messages": [call_message([dict(call)], state["draft"]), answered],
+        "messages": [call_message([call], state["draft"]), answered],
         "notes": [*state["notes"], note],
         "results": [*state["results"], gathered],
-        # a refused call never ran, so repeating it (smaller) is not a duplicate
-        "executed": [*state["executed"], *([call["signature"]] if refusal is None else [])],
+        "executed": [*state["executed"], *([proposed["signature"]] if judged else [])],
         "cycles_used": state["cycles_used"] + 1,
         "proposed": None,
     }

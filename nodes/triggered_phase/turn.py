@@ -22,7 +22,9 @@ async def start_turn(state: TriggeredPhaseState, runtime: Runtime[TriggeredPhase
     messages = state.get("messages") or []
     if not messages or not isinstance(messages[-1], HumanMessage):
         raise ConfigurationError("a turn must end with the user's message")
-    trace_tool_registration(Emitter(runtime.context, runtime.stream_writer), runtime.context.registry())
+    trace_tool_registration(
+        Emitter(runtime.context, runtime.stream_writer), await runtime.context.open_tools()
+    )
     return {
         "notes": [],
         "results": [],
@@ -60,4 +62,5 @@ async def complete_turn(
         phase_index=state["phase_index"],
         cycle_index=state["cycle_index"],
     )
+    await runtime.context.close_tools()  # a client driving the graph itself (langgraph dev) closes nothing
     return {"messages": [AIMessage(answer)], "answer": answer, "fallback": fallback, "phase": "complete"}

@@ -31,6 +31,9 @@ class FinalAnswerMiddleware(AgentMiddleware[Any, UnifiedContext]):
         Emitter(runtime.context, runtime.stream_writer).emit(
             Final, answer=answer, fallback=fallback, all_tools_failed=all_tools_failed(results)
         )
+        await (
+            runtime.context.close_tools()
+        )  # a client driving the graph itself (langgraph dev) closes nothing
         if not fallback:
             return None
         # the conversation keeps the answer the user saw, in place of the empty model message

@@ -21,13 +21,14 @@ from langchain_core.messages import (
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from phasegraph.nodes.conversation import user_turn
+from phasegraph.nodes.conversation import tool_counts, user_turn
 from phasegraph.nodes.emit import Emitter, errors_reported
 from phasegraph.nodes.events import BudgetExhaustedEvent, TextChunk
 from phasegraph.nodes.models import stream_model
 from phasegraph.nodes.prompts import ARGS_TOO_LARGE
 from phasegraph.nodes.streaming import PartialCall, absorb_call_pieces
 from phasegraph.nodes.tool_calls import execute_tool_call, trace_tool_registration
+from phasegraph.nodes.unified.approvals import verdict_of
 from phasegraph.nodes.unified.budget import over_budget, turn_usage
 from phasegraph.nodes.unified.context import UnifiedContext
 from phasegraph.nodes.unified.outputs import UnifiedState, answered_call, model_view
@@ -43,7 +44,7 @@ class RunContextMiddleware(AgentMiddleware[Any, UnifiedContext]):
         """Trace the tools this run offers, as every protocol does first."""
         emitter = Emitter(runtime.context, runtime.stream_writer)
         with errors_reported(emitter):
-            trace_tool_registration(emitter, runtime.context.registry())
+            trace_tool_registration(emitter, await runtime.context.open_tools())
         return None
 
     async def awrap_model_call(
@@ -75,13 +76,25 @@ class RunContextMiddleware(AgentMiddleware[Any, UnifiedContext]):
         ``show_tool_outputs``, and is otherwise kept apart for the model (``outputs.py``).
         """
         context = cast(UnifiedContext, request.runtime.context)
-        registry = context.registry()
+        registry = await context.open_tools()
         call = request.tool_call
         signature = registry.signature(call["name"], call["args"], context.project_id)
         emitter = Emitter(context, request.runtime.stream_writer)
-        payload = {"id": call["id"] or "", "name": call["name"], "args": call["args"]}
+        payload: dict[str, Any] = {"id": call["id"] or "", "name": call["name"], "args": call["args"]}
         refusal = _refusal(request, context)
-        result = await execute_tool_call(context, emitter, registry, payload, signature, refusal=refusal)
+        verdict = verdict_of(request.state, payload["id"])  # asked after the model, before any call ran
+        if refusal is None and verdict is not None:
+            refusal = verdict.refusal()
+        result = await execute_tool_call(
+            context,
+            emitter,
+            registry,
+            payload,
+            signature,
+            refusal=refusal,
+            verdict=verdict,
+            turn_calls=tool_counts(request.state["messages"]),
+        )
         return answered_call(payload, result, refusal=refusal, show_output=context.show_tool_outputs)
 
 
@@ -107,7 +120,7 @@ async def _answer(
         emitter.emit(BudgetExhaustedEvent, budget=spent.budget, limit=spent.limit, used=spent.used)
         prompt = f"{prompt}\n\n{context.budget_notice}"
     else:
-        model = cast(BaseChatModel, model.bind_tools(context.registry().schemas()))
+        model = cast(BaseChatModel, model.bind_tools((await context.open_tools()).schemas()))
     message = await _stream_text(
         model, [SystemMessage(prompt), *model_view(messages, outputs)], emitter, context.max_tool_args_chars
     )

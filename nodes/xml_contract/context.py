@@ -84,6 +84,7 @@ class XmlContractContext(RunContext):
 
     async def aclose(self) -> None:
         """Close the services this run opened (a given ``mcp_services`` stays open)."""
+        await super().aclose()
         opened, self._opened = self._opened, None
         if opened is not None:
             await opened.close()

@@ -5,7 +5,13 @@ code; the demo server (``python -m phasegraph.tools.mcp.demo_server``) is not im
 package does not load the server side of the MCP SDK.
 """
 
-from phasegraph.tools.mcp.config import EXAMPLE_CONFIG, McpConfigError, default_services, load_services
+from phasegraph.tools.mcp.config import (
+    EXAMPLE_CONFIG,
+    McpConfigError,
+    default_services,
+    load_services,
+    parse_services,
+)
 from phasegraph.tools.mcp.services import McpServices, ToolSpec
 
 __all__ = [
@@ -15,4 +21,5 @@ __all__ = [
     "ToolSpec",
     "default_services",
     "load_services",
+    "parse_services",
 ]

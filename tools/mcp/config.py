@@ -74,18 +74,26 @@ def load_services(path: str | Path | None, workspace: Path) -> dict[str, Connect
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
         raise McpConfigError(f"{path.name}: not valid JSON{where}") from None
+    return parse_services(data, path.name, path.parent.resolve(), workspace)
+
+
+def parse_services(data: Any, where: str, folder: Path, workspace: Path) -> dict[str, Connection]:
+    """The services of an ``mcp_servers.json``-shaped object, validated; ``where`` names it in errors.
+
+    Relative ``cwd`` entries start at ``folder``. Raises ``McpConfigError`` naming the entry.
+    """
     if not isinstance(data, dict):
-        raise McpConfigError(f"{path.name}: expected an object mapping service names to servers")
+        raise McpConfigError(f"{where}: expected an object mapping service names to servers")
     entries = {name: entry for name, entry in data.items() if name != COMMENT_KEY}
     if not entries:
-        raise McpConfigError(f"{path.name}: defines no service")
+        raise McpConfigError(f"{where}: defines no service")
     placeholders = {"${python}": sys.executable, "${workspace}": str(workspace.resolve())}
     services: dict[str, Connection] = {}
     for name, entry in entries.items():
         try:
-            services[name] = _connection(name, entry, placeholders, path.parent.resolve())
+            services[name] = _connection(name, entry, placeholders, folder)
         except ValueError as exc:
-            raise McpConfigError(f"{path.name}: service {name!r}: {exc}") from None
+            raise McpConfigError(f"{where}: service {name!r}: {exc}") from None
     return services
 
 

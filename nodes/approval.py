@@ -1,0 +1,144 @@
+"""Approval before a tool runs: a call whose tool's policy says ``confirm`` waits in an ``interrupt``.
+
+The interrupt carries the call (tool, arguments, why it waits) and takes an explicit answer, never
+free text read by a model:
+
+- ``"approve"``, ``{"decision": "approve"}``: the call runs as proposed;
+- ``{"decision": "edit", "args": {...}}``: it runs with these arguments, checked against the tool's
+  schema first (a wrong edit asks again, saying why);
+- ``"reject"``, ``{"decision": "reject", "reason": "..."}``: it never runs; the model reads the reason.
+
+``{"type": ...}`` in place of ``decision``, and LangChain's human-in-the-loop shape
+``{"decisions": [{"type": "approve" | "edit" | "reject", "edited_action": {"args": ...}, "message": ...}]}``
+(what Agent Chat UI sends) are read too. A node that runs several calls asks for every approval
+before running any, so a call never waits halfway through a block. The run's MCP sessions are
+closed when a node stops at the question: nothing is left open while it waits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langchain_core.tools import BaseTool
+from langgraph.errors import GraphInterrupt
+from langgraph.types import interrupt
+
+from phasegraph.nodes.context import RunContext
+from phasegraph.nodes.emit import Emitter
+from phasegraph.nodes.events import ApprovalAnswered, ApprovalRequested
+from phasegraph.tools import ToolRegistry
+from phasegraph.tools.runner import argument_problem
+from phasegraph.tools.sources import policy_of
+
+#: The ``type`` of every approval interrupt's value.
+APPROVAL = "approval"
+#: What the model reads of a rejected call.
+REJECTED = "A person rejected this call; it did not run. Their reason: {reason}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A person's answer: run the call with ``args``, or not at all (``reason`` says why)."""
+
+    decision: Literal["approve", "edit", "reject"]
+    args: dict[str, Any]
+    reason: str = ""
+
+    @property
+    def runs(self) -> bool:
+        """Whether the call runs (approved, maybe edited)."""
+        return self.decision != "reject"
+
+    def refusal(self) -> str | None:
+        """The error result a rejected call gets (``None`` when it runs)."""
+        return None if self.runs else REJECTED.format(reason=self.reason or "none given")
+
+
+def needs_approval(registry: ToolRegistry, name: str) -> bool:
+    """Whether calls of ``name`` wait for a person (its policy says ``confirm``)."""
+    found = registry.get(name)
+    return found is not None and policy_of(found).confirm
+
+
+async def approve_calls(
+    context: RunContext, emitter: Emitter, registry: ToolRegistry, calls: Sequence[dict[str, Any]],
+    meta: dict[str, Any] | None = None,
+) -> dict[str, Verdict]:  # fmt: skip
+    """The verdict on each call (by id) that needs approval, asked one after another before any runs."""
+    verdicts: dict[str, Verdict] = {}
+    for call in calls:
+        if needs_approval(registry, call["name"]):
+            verdicts[call["id"]] = await ask(context, emitter, registry, call, meta)
+    return verdicts
+
+
+async def ask(
+    context: RunContext, emitter: Emitter, registry: ToolRegistry, call: dict[str, Any],
+    meta: dict[str, Any] | None = None,
+) -> Verdict:  # fmt: skip
+    """Wait for the answer on ``call`` (an ``interrupt``); a wrong answer asks again, saying why."""
+    tool = registry.get(call["name"])
+    reason = f"{call['name']} runs only after a person approves it (its policy says confirm)"
+    request = {"type": APPROVAL, "call": {k: call[k] for k in ("id", "name", "args")}, "reason": reason}
+    problem: str | None = None
+    while True:
+        asked = {**request, **({"problem": problem} if problem else {})}
+        try:
+            answer = interrupt(asked)
+        except GraphInterrupt:
+            emitter.emit(ApprovalRequested, call_id=call["id"], name=call["name"], args=call["args"],
+                         reason=reason, problem=problem, **(meta or {}))  # fmt: skip
+            await context.close_tools()  # nothing stays open while the run waits
+            raise
+        verdict, problem = read_answer(answer, call, tool)
+        if verdict is not None:
+            emitter.emit(ApprovalAnswered, call_id=call["id"], name=call["name"], decision=verdict.decision,
+                         args=verdict.args, reason=verdict.reason, **(meta or {}))  # fmt: skip
+            return verdict
+
+
+def read_answer(
+    answer: Any, call: dict[str, Any], tool: BaseTool | None
+) -> tuple[Verdict | None, str | None]:
+    """The verdict an answer gives, or why it gives none."""
+    if (
+        isinstance(answer, dict)
+        and isinstance(answer.get("decisions"), list)
+        and len(answer["decisions"]) == 1
+    ):
+        answer = _from_human_in_the_loop(answer["decisions"][0])
+    if isinstance(answer, str):
+        answer = {"decision": answer.strip().lower()}
+    if not isinstance(answer, dict):
+        return (
+            None,
+            f"an answer is 'approve', 'reject' or an object with 'decision'; got {type(answer).__name__}",
+        )
+    decision = answer.get("decision", answer.get("type"))
+    reason = answer.get("reason", answer.get("message", ""))
+    if decision not in ("approve", "edit", "reject"):
+        return None, f"'decision' must be approve, edit or reject; got {decision!r}"
+    if not isinstance(reason, str):
+        return None, "'reason' must be a string"
+    if decision == "reject":
+        return Verdict("reject", call["args"], reason), None
+    if decision == "approve":
+        return Verdict("approve", call["args"]), None
+    args = answer.get("args")
+    if not isinstance(args, dict):
+        return None, "an edit gives the call's new arguments as an object in 'args'"
+    problem = argument_problem(tool, args) if tool is not None else None
+    if problem is not None:
+        return None, f"the edited arguments do not fit {call['name']}: {problem}"
+    return Verdict("edit", args), None
+
+
+def _from_human_in_the_loop(decision: Any) -> Any:
+    """LangChain's ``{"type", "edited_action": {"name", "args"}, "message"}`` as this module's answer."""
+    if not isinstance(decision, dict):
+        return decision
+    edited = decision.get("edited_action")
+    args = edited.get("args") if isinstance(edited, dict) else decision.get("args")
+    return {"decision": decision.get("type"), "args": args, "reason": decision.get("message", "")}

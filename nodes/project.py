@@ -1,0 +1,224 @@
+"""The project file, ``phasegraph.toml``: a project's models, protocol settings, tool sources and tool rules.
+
+Found as ``PHASEGRAPH_CONFIG`` names it, else ``phasegraph.toml`` in the folder the process started
+in; read with ``tomllib`` and validated with pydantic; every problem is reported with its key and
+line (``project_problems``). Every interface builds its runs' Contexts through ``RunContext``, which
+applies the file (``ProjectFile.apply``): a Context field still at its default takes the file's
+value, a value a caller gave stays.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from phasegraph.nodes.errors import ConfigurationError
+from phasegraph.nodes.project_lines import key_line
+from phasegraph.tools.mcp.config import McpConfigError, load_services, parse_services
+from phasegraph.tools.sources import ToolPolicy, ToolSources
+
+#: The file looked for in the working folder.
+FILE_NAME = "phasegraph.toml"
+#: The variable naming a project file elsewhere.
+ENV_VAR = "PHASEGRAPH_CONFIG"
+PROTOCOL_IDS = ("triggered_phase", "unified", "goal_pursuit", "agent_network", "xml_contract", "planner")
+
+
+class ProjectFile(BaseModel):
+    """What ``phasegraph.toml`` may hold (unknown keys are refused)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = Field(
+        default=None, description="Model spec every protocol uses unless [models] says."
+    )
+    workspace: str | None = Field(
+        default=None, description="Workspace folder of the built-in file tools (relative to this file)."
+    )
+    models: dict[str, str] = Field(
+        default_factory=dict,
+        description="Model per protocol ('planner') or per role ('planner.reviewer', "
+        "'goal_pursuit.refinement').",
+    )
+    protocols: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Each protocol's settings (its Context fields), 'tools' included."
+    )
+    mcp_servers: dict[str, dict[str, Any]] | str = Field(
+        default_factory=dict,
+        description="MCP servers: tables shaped as mcp_servers.json entries, or the path of such a file.",
+    )
+    python_tools: dict[str, str] = Field(
+        default_factory=dict, description="Python tools: source name = 'package.module:attr'."
+    )
+    tools: dict[str, ToolPolicy] = Field(
+        default_factory=dict, description="Tool policies by tool name, glob ('git.*') or MCP server name."
+    )
+    connect_timeout_seconds: float = Field(default=20.0, gt=0, description="Longest MCP server start.")
+    call_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="Longest MCP call (unless a policy says)."
+    )
+
+    @field_validator("models")
+    @classmethod
+    def _known_model_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if key.partition(".")[0] not in PROTOCOL_IDS:
+                raise ValueError(f"{key!r}: models are keyed by protocol ({', '.join(PROTOCOL_IDS)})")
+        return value
+
+    @field_validator("protocols")
+    @classmethod
+    def _known_protocols(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for key in value:
+            if key not in PROTOCOL_IDS:
+                raise ValueError(f"unknown protocol {key!r}; known: {', '.join(PROTOCOL_IDS)}")
+        return value
+
+    def model_for(self, protocol: str, role: str = "") -> str | None:
+        """The model a protocol (or one of its roles) uses: the role's, the protocol's, the default."""
+        if role and f"{protocol}.{role}" in self.models:
+            return self.models[f"{protocol}.{role}"]
+        return self.models.get(protocol, self.model)
+
+
+@dataclass(frozen=True)
+class Project:
+    """A read, valid project file and where it lies."""
+
+    path: Path
+    file: ProjectFile
+
+    @property
+    def folder(self) -> Path:
+        """The folder relative paths of the file start at."""
+        return self.path.parent
+
+    def sources(self, workspace: Path) -> ToolSources:
+        """The tool sources and rules, ``${workspace}`` standing for ``workspace`` in stdio servers."""
+        servers = self.file.mcp_servers
+        try:
+            if isinstance(servers, str):
+                connections = load_services(self.folder / servers, workspace)
+            else:
+                connections = (
+                    parse_services(servers, self.path.name, self.folder, workspace) if servers else {}
+                )
+        except McpConfigError as exc:
+            raise ConfigurationError(str(exc)) from None
+        return ToolSources(
+            mcp_servers=connections,
+            python_tools=dict(self.file.python_tools),
+            policies=dict(self.file.tools),
+            connect_timeout_seconds=self.file.connect_timeout_seconds,
+            call_timeout_seconds=self.file.call_timeout_seconds,
+        )
+
+    def where(self, key: tuple[str, ...]) -> str:
+        """``file:line: dotted.key`` for a problem with ``key``."""
+        line = key_line(self.path.read_text(encoding="utf-8"), key) if self.path.is_file() else None
+        return f"{self.path.name}{f':{line}' if line else ''}: {'.'.join(key)}"
+
+    def settings(self, protocol: str) -> dict[str, Any]:
+        """The protocol's settings as the file gives them (``model`` and ``workspace`` included)."""
+        found = dict(self.file.protocols.get(protocol, {}))
+        model = self.file.model_for(protocol)
+        if model is not None and "model" not in found:
+            found["model"] = model
+        workspace = found.get("workspace", self.file.workspace)
+        if workspace is not None:
+            found["workspace"] = str(self.folder / workspace)  # absolute stays absolute
+        return found
+
+
+def setting_problem(
+    project: Project, protocol: str, key: str, fields: Mapping[str, Any], forbidden: frozenset[str]
+) -> str | None:
+    """Why ``[protocols.<protocol>] key`` cannot be set (``None``: it can)."""
+    if key in forbidden:
+        return (
+            f"{project.where(('protocols', protocol, key))}: set by the server or the caller, not a project"
+        )
+    if key not in fields:
+        settable = ", ".join(sorted(k for k in fields if k not in forbidden))
+        where = project.where(("protocols", protocol, key))
+        return f"{where}: {protocol} has no such setting (it has: {settable})"
+    return None
+
+
+_cache: dict[Path, tuple[float, Project]] = {}
+
+
+def project_path(explicit: str | Path | None = None) -> Path | None:
+    """The project file in force: ``explicit``, else ``PHASEGRAPH_CONFIG``, else ``./phasegraph.toml``."""
+    named = explicit or os.environ.get(ENV_VAR, "")
+    if named:
+        return _STARTED_IN / Path(named).expanduser()  # an absolute path stays itself
+    found = _STARTED_IN / FILE_NAME
+    return found if found.is_file() else None
+
+
+def load_project(explicit: str | Path | None = None) -> Project | None:
+    """The project in force, read once per change of the file; ``None`` when there is none.
+
+    Raises:
+        ConfigurationError: The file is missing (when named), not TOML, or breaks a rule; the
+            message names the first problem's key and line (``project_problems`` lists them all).
+    """
+    path = project_path(explicit)
+    if path is None:
+        return None
+    try:
+        stamp = path.stat().st_mtime
+    except OSError:
+        raise ConfigurationError(f"project file {str(path)!r} does not exist") from None
+    cached = _cache.get(path)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    problems = project_problems(path)
+    if problems:
+        more = f" (and {len(problems) - 1} more: phasegraph config check)" if len(problems) > 1 else ""
+        raise ConfigurationError(f"{problems[0]}{more}")
+    project = Project(path, ProjectFile.model_validate(tomllib.loads(path.read_text(encoding="utf-8"))))
+    _cache[path] = (stamp, project)
+    return project
+
+
+def project_problems(path: Path) -> list[str]:
+    """Every problem of the file at ``path``, each as ``file:line: key: what is wrong``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return [f"{path.name}: cannot be read ({getattr(exc, 'strerror', None) or type(exc).__name__})"]
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        return [f"{path.name}: not valid TOML: {exc}"]
+    try:
+        ProjectFile.model_validate(data)
+    except ValidationError as exc:
+        return [_problem(path.name, text, err) for err in exc.errors()]
+    return []
+
+
+def _problem(name: str, text: str, error: Any) -> str:
+    where = tuple(str(part) for part in error["loc"])
+    if error["type"] == "extra_forbidden":
+        what = "unknown key"
+    elif error["type"] == "value_error":
+        what = str(error["msg"]).removeprefix("Value error, ")
+    else:
+        what = f"{error['msg']} (found {error.get('input')!r})"
+    line = key_line(text, where)
+    at = f":{line}" if line is not None else ""
+    return f"{name}{at}: {'.'.join(where) or '(top)'}: {what}"
+
+
+#: Where a relative ``PHASEGRAPH_CONFIG`` and ``./phasegraph.toml`` are looked for: the folder the
+#: process started in (read once; under ``langgraph dev`` a run may not ask the OS).
+_STARTED_IN = Path.cwd()

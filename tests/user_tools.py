@@ -1,0 +1,31 @@
+"""A user's own Python tools, named by import path in the tests' project files (``tests.user_tools:...``)."""
+
+from langchain_core.tools import tool
+
+
+def word_count(text: str) -> str:
+    """Count the words of a text."""
+    return f"{len(text.split())} words"
+
+
+@tool
+def shout(text: str) -> str:
+    """Say a text in capitals."""
+    return text.upper()
+
+
+@tool
+def archive_everything(reason: str) -> str:
+    """Archive every file of the project (a destructive tool: projects make it wait for approval)."""
+    ARCHIVED.append(reason)
+    return f"archived ({reason})"
+
+
+#: What ``archive_everything`` was asked to do, in this process: a rejected call never adds to it.
+ARCHIVED: list[str] = []
+
+#: A list of tools under one name.
+TOOLS = [shout, archive_everything]
+
+#: Not a tool: naming it is an error.
+NOT_A_TOOL = 42

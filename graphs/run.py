@@ -140,8 +140,11 @@ async def stream_run(
 ) -> AsyncIterator[Event]:
     """Run one user turn of ``protocol`` and yield its events.
 
-    Either pass a ready ``context`` or the Context fields (``model=``, ``workspace=``, ...).
+    Either pass a ready ``context`` or the Context fields (``model=``, ``workspace=``, ...);
+    ``config=`` names a project file (``phasegraph.toml``) in place of the one in force.
     """
+    if "config" in context_fields:
+        context_fields["project_file"] = str(context_fields.pop("config") or "")
     spec = get_protocol(protocol)
     spec.check_message(message)
     run_context = context or spec.make_context(**context_fields)

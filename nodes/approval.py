@@ -79,6 +79,7 @@ async def ask(
     meta: dict[str, Any] | None = None,
 ) -> Verdict:  # fmt: skip
     """Wait for the answer on ``call`` (an ``interrupt``); a wrong answer asks again, saying why."""
+    call["name"] = registry.canonical(call["name"])  # a call made under the tool's wire name
     tool = registry.get(call["name"])
     reason = f"{call['name']} runs only after a person approves it (its policy says confirm)"
     request = {"type": APPROVAL, "call": {k: call[k] for k in ("id", "name", "args")}, "reason": reason}

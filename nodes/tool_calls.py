@@ -57,6 +57,7 @@ async def execute_tool_call(
             (counted up here; without it no per-turn limit applies).
     """
     meta = meta or {}
+    call["name"] = registry.canonical(call["name"])  # a call made under the tool's wire name
     if refusal is None and verdict is None and needs_approval(registry, call["name"]):
         verdict = await ask(context, emitter, registry, call, meta)
     if verdict is not None and refusal is None:

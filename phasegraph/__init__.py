@@ -19,6 +19,8 @@ from phasegraph.nodes.errors import ConfigurationError, PhasegraphError
 from phasegraph.nodes.events import (
     AgentState,
     AgentStep,
+    ApprovalAnswered,
+    ApprovalRequested,
     BudgetExhaustedEvent,
     Cancelled,
     ContextUpdate,
@@ -58,6 +60,8 @@ __all__ = [
     "PROTOCOLS",
     "AgentState",
     "AgentStep",
+    "ApprovalAnswered",
+    "ApprovalRequested",
     "BudgetExhaustedEvent",
     "Cancelled",
     "ConfigurationError",

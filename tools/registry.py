@@ -1,7 +1,14 @@
-"""A registry of LangChain tools, addressed by name."""
+"""A registry of LangChain tools, addressed by name.
+
+Model providers restrict function names (OpenAI: letters, digits, ``_`` and ``-``), while MCP tools
+are named ``<server>.<tool>``. ``schemas()`` therefore shows each tool under a *wire name* (``.``
+written as ``__``), and every lookup here accepts either spelling, so a call the model makes under
+the wire name finds its tool and gets the same signature as the dotted one.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -18,6 +25,7 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[BaseTool] = ()) -> None:
         self._tools: dict[str, BaseTool] = {}
+        self._wire: dict[str, str] = {}  # wire name -> the tool's own name
         self._schemas: list[dict[str, Any]] | None = None
         for item in tools:
             self.register(item)
@@ -27,18 +35,27 @@ class ToolRegistry:
         if item.name in self._tools:
             raise ValueError(f"a tool named {item.name!r} is already registered")
         self._tools[item.name] = item
+        self._wire[wire_name(item.name)] = item.name
         self._schemas = None
         return item
 
     def schemas(self) -> list[dict[str, Any]]:
-        """The tools in OpenAI's function format, for ``bind_tools`` (converted once per registry)."""
+        """The tools in OpenAI's function format for ``bind_tools``, under their wire names."""
         if self._schemas is None:
-            self._schemas = [convert_to_openai_tool(t) for t in self._tools.values()]
+            self._schemas = []
+            for item in self._tools.values():
+                schema = convert_to_openai_tool(item)
+                schema["function"]["name"] = wire_name(item.name)
+                self._schemas.append(schema)
         return list(self._schemas)
 
+    def canonical(self, name: str) -> str:
+        """The tool's own name for ``name`` (which may be its wire name); unknown names stay as they are."""
+        return name if name in self._tools else self._wire.get(name, name)
+
     def get(self, name: str) -> BaseTool | None:
-        """Return the tool called ``name``, or ``None``."""
-        return self._tools.get(name)
+        """Return the tool called ``name`` (or whose wire name it is), or ``None``."""
+        return self._tools.get(self.canonical(name))
 
     def names(self) -> list[str]:
         """Names of all registered tools, in registration order."""
@@ -48,7 +65,7 @@ class ToolRegistry:
         """A registry with only the named tools (all when ``names`` is ``None``)."""
         if names is None:
             return self
-        wanted = list(names)
+        wanted = [self.canonical(n) for n in names]
         unknown = [n for n in wanted if n not in self._tools]
         if unknown:
             raise ValueError(f"unknown tool(s) {unknown}; registered: {self.names()}")
@@ -56,7 +73,7 @@ class ToolRegistry:
 
     def normalizers(self, name: str) -> Mapping[str, ArgNormalizer]:
         """Per-argument normalisers the tool declared in its metadata."""
-        found = self._tools.get(name)
+        found = self.get(name)
         meta = (found.metadata or {}) if found is not None else {}
         return meta.get(NORMALIZERS_KEY, {})
 
@@ -66,10 +83,11 @@ class ToolRegistry:
         Omitted arguments count with their defaults, so ``list_files()`` equals
         ``list_files(path=".")``.
         """
+        name = self.canonical(name)
         return canonical_signature(name, {**self._defaults(name), **args}, project_id, self.normalizers(name))
 
     def _defaults(self, name: str) -> dict[str, Any]:
-        found = self._tools.get(name)
+        found = self.get(name)
         schema = found.tool_call_schema if found is not None else None
         if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
             return {}
@@ -84,3 +102,12 @@ class ToolRegistry:
 
     def __len__(self) -> int:
         return len(self._tools)
+
+
+#: What a provider accepts as a function name.
+_WIRE_SAFE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def wire_name(name: str) -> str:
+    """The name a model is shown for ``name``: ``.`` becomes ``__`` (``git.git_log``: ``git__git_log``)."""
+    return name if _WIRE_SAFE.fullmatch(name) else name.replace(".", "__")

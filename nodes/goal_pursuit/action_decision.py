@@ -19,7 +19,7 @@ from phasegraph.tools.runner import argument_problem
 @reports_errors
 async def decide_action(state: GoalPursuitState, runtime: Runtime[GoalPursuitContext]) -> dict[str, Any]:
     """Ask for an ActionDecision; a call to an unknown tool or with bad parameters is corrected once."""
-    registry = runtime.context.registry()
+    registry = await runtime.context.open_tools()
     decision, update = await run_phase(
         runtime, state, "action_decision", ActionDecision, check=lambda d: unusable_call(d, registry)
     )

@@ -6,11 +6,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from langchain_core.language_models import BaseChatModel
 from pydantic.json_schema import SkipJsonSchema
 
 from phasegraph.nodes.context import RunContext
 from phasegraph.nodes.errors import ConfigurationError
-from phasegraph.nodes.goal_pursuit.prompts import PhaseTemplates, phase_templates
+from phasegraph.nodes.goal_pursuit.prompts import TEMPLATE_FILES, PhaseName, PhaseTemplates, phase_templates
+from phasegraph.nodes.models import make_model
 from phasegraph.nodes.settings import run_settings
 from phasegraph.nodes.structured import StructuredMethod
 from phasegraph.tools import ToolContext, ToolRegistry
@@ -104,6 +106,22 @@ class GoalPursuitContext(RunContext):
         if self.resources and not Path(self.resources).is_dir():
             raise ConfigurationError(f"resources folder {self.resources!r} is not a folder")
         self.templates()  # a missing template is a configuration error now, not mid-run
+        if self.chat_model is None:  # a bad phase model fails now, before the run starts
+            for spec in {self.model_for(phase) for phase in TEMPLATE_FILES} - {self.model}:
+                make_model(spec, demo_script=self.DEMO_SCRIPT)
+
+    def phase_model(self, phase: PhaseName, call_index: int = 0, user_turn: int = 0) -> BaseChatModel:
+        """The chat model of one phase (a role): ``[models] "goal_pursuit.<phase>"``, else the run's model.
+
+        ``call_index`` counts the model calls this user message already made (a scripted model starts
+        there), whichever phase made them.
+        """
+        if self.chat_model is not None:
+            return self.chat_model
+        spec = self.model_for(phase)
+        if spec == self.model:
+            return self.resolve_model(call_index, user_turn)
+        return make_model(spec, call_index=call_index, user_turn=user_turn, demo_script=self.DEMO_SCRIPT)
 
     def templates(self) -> PhaseTemplates:
         """The phase templates in this run's language."""

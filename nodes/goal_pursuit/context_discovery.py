@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 from phasegraph.nodes.emit import Emitter, reports_errors
 from phasegraph.nodes.goal_pursuit.context import GoalPursuitContext
 from phasegraph.nodes.goal_pursuit.phases import report_changes, run_phase
-from phasegraph.nodes.goal_pursuit.resource_context import ContextEditor, change_tools
+from phasegraph.nodes.goal_pursuit.resource_context import ContextEditor, change_tools, tool_names
 from phasegraph.nodes.goal_pursuit.schemas import DiscoveryPlan
 from phasegraph.nodes.goal_pursuit.state import GoalPursuitState, progress
 
@@ -33,8 +33,9 @@ async def discover_context(state: GoalPursuitState, runtime: Runtime[GoalPursuit
     for query in plan.search_queries:  # SQLite: off the event loop
         await asyncio.to_thread(editor.search, query, context.search_limit)
     editor.load(plan.query_resources)
-    registry = context.registry().names()
-    expanded, change = change_tools("expanded", plan.expand_tools, registry, state["expanded_tools"])
+    registry = await context.open_tools()
+    asked = tool_names(registry, plan.expand_tools)
+    expanded, change = change_tools("expanded", asked, registry.names(), state["expanded_tools"])
     if change is not None:
         editor.record(change)
     update |= rounds

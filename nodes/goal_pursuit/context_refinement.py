@@ -9,7 +9,7 @@ from langgraph.runtime import Runtime
 from phasegraph.nodes.emit import Emitter, reports_errors
 from phasegraph.nodes.goal_pursuit.context import GoalPursuitContext
 from phasegraph.nodes.goal_pursuit.phases import report_changes, run_phase
-from phasegraph.nodes.goal_pursuit.resource_context import ContextEditor, change_tools
+from phasegraph.nodes.goal_pursuit.resource_context import ContextEditor, change_tools, tool_names
 from phasegraph.nodes.goal_pursuit.schemas import DiscoveryPlan, RefinementPlan
 from phasegraph.nodes.goal_pursuit.state import GoalPursuitState, progress
 
@@ -22,9 +22,8 @@ async def refine_context(state: GoalPursuitState, runtime: Runtime[GoalPursuitCo
     editor = ContextEditor(state["resources"], context.repository())
     editor.exclude(plan.exclude_resources)
     editor.filter_properties(plan.exclude_properties, plan.include_properties)
-    expanded, change = change_tools(
-        "collapsed", plan.collapse_tools, state["expanded_tools"], state["expanded_tools"]
-    )
+    asked = tool_names(await context.open_tools(), plan.collapse_tools)
+    expanded, change = change_tools("collapsed", asked, state["expanded_tools"], state["expanded_tools"])
     if change is not None:
         editor.record(change)
     editor.sort(plan.sorted_segments)

@@ -7,7 +7,14 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 
 from phasegraph.nodes.answers import GatheredResult, format_args
-from phasegraph.nodes.conversation import call_message, refused_message, result_message, user_turn
+from phasegraph.nodes.approval import ask, needs_approval
+from phasegraph.nodes.conversation import (
+    call_message,
+    refused_message,
+    result_message,
+    tool_counts,
+    user_turn,
+)
 from phasegraph.nodes.emit import Emitter, reports_errors
 from phasegraph.nodes.events import DuplicateToolCall, PhaseEnd, PhaseStart
 from phasegraph.nodes.goal_pursuit.context import GoalPursuitContext
@@ -26,26 +33,38 @@ DUPLICATE_NOTE = "{name} did not run: the same call already ran this turn."
 
 @reports_errors
 async def execute_action(state: GoalPursuitState, runtime: Runtime[GoalPursuitContext]) -> dict[str, Any]:
-    """Run the plan with the ToolRunner (a call already made this turn is not repeated)."""
+    """Run the plan through the shared tool call (a call already made this turn is not repeated).
+
+    A tool whose policy says ``confirm`` asks a person first, before anything is emitted (a resumed
+    run starts this node again): a rejected call never runs and its reason becomes the step's
+    result, an edited one runs with the edited arguments.
+    """
     context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
     if state["approved"] is None:  # the routers only come here with a plan; anything else is a wiring bug
         raise RuntimeError("execute_action entered without an approved plan")
     plan = OperationPlan.model_validate(state["approved"])
-    repository = await open_repository(context, state)
+    registry = await context.open_tools()
     step = state["step"] + 1
     opened = {"phase": "execution", "phase_index": state["phase_index"] + 1, "step": step}
     meta = progress({**state, **opened})
+    found = registry.get(plan.tool)  # the tool's own name, whichever spelling the plan used
+    call: dict[str, Any] = {"id": call_id(state, step), "name": found.name if found else plan.tool}
+    call["args"] = dict(plan.params)
+    planned = registry.signature(call["name"], plan.params, context.project_id)
+    verdict = None
+    if planned not in state["executed"] and needs_approval(registry, call["name"]):
+        verdict = await ask(context, emitter, registry, call, meta)
+        call["args"] = verdict.args  # an edit runs with its arguments
+    signature = registry.signature(call["name"], call["args"], context.project_id)
+    repository = await open_repository(context, state)
     emitter.emit(PhaseStart, **meta)
     emitter.trace("orchestration_phase_start", **meta)
-    registry = context.registry()
-    signature = registry.signature(plan.tool, plan.params, context.project_id)
-    call = {"id": call_id(state, step), "name": plan.tool, "args": plan.params}
     duplicate = signature in state["executed"]
     if duplicate:
         emitter.emit(
             DuplicateToolCall,
-            name=plan.tool,
-            args=plan.params,
+            name=call["name"],
+            args=call["args"],
             signature=signature,
             attempts=1,
             limit=0,
@@ -53,28 +72,32 @@ async def execute_action(state: GoalPursuitState, runtime: Runtime[GoalPursuitCo
         )
         result = ToolResult(status="error", error=ALREADY_RAN)
     else:
-        result = await execute_tool_call(context, emitter, registry, call, signature, meta)
+        result = await execute_tool_call(
+            context, emitter, registry, call, signature, meta, verdict=verdict,
+            turn_calls=tool_counts(state["messages"]),
+        )  # fmt: skip
     text = result.as_text()
     reason = "executed" if result.status == "ok" else "tool_error"
     emitter.emit(PhaseEnd, reason=reason, **meta)
     emitter.trace("orchestration_phase_end", reason=reason, **meta)
     assessment = PursuitAssessment.model_validate(state["assessment"])
-    task = f"{plan.tool}({format_args(plan.params)}) [{result.status}]: {text[:TASK_RESULT_CHARS]}"
+    task = f"{call['name']}({format_args(call['args'])}) [{result.status}]: {text[:TASK_RESULT_CHARS]}"
     assessment.finished_tasks.append(task)
+    refusal = DUPLICATE_NOTE.format(name=call["name"]) if duplicate else verdict and verdict.refusal()
     answer = (
-        refused_message(call, DUPLICATE_NOTE.format(name=plan.tool))
-        if duplicate
+        refused_message(call, refusal)
+        if refusal
         else result_message(call, result, show_output=context.show_tool_outputs)
     )
+    # the plan as proposed and the call as run: proposing either again this turn is a duplicate
+    executed = list(dict.fromkeys([*state["executed"], planned, signature]))
     return opened | {
         "messages": [call_message([call]), answer],
         "results": [
             *state["results"],
-            GatheredResult(name=plan.tool, args=plan.params, status=result.status, text=text),
+            GatheredResult(name=call["name"], args=call["args"], status=result.status, text=text),
         ],
-        "executed": [*state["executed"], signature]
-        if signature not in state["executed"]
-        else state["executed"],
+        "executed": executed,
         "assessment": assessment.model_dump(mode="json"),
         "resource_changes": repository.changes,
         # the next determination starts from scratch; the context and expanded tools stay

@@ -19,6 +19,7 @@ from phasegraph.nodes.goal_pursuit.resource_context import Change, ContextEditor
 from phasegraph.nodes.goal_pursuit.schemas import read_action
 from phasegraph.nodes.goal_pursuit.state import GoalPursuitState, progress
 from phasegraph.nodes.structured import ask_structured
+from phasegraph.tools import ToolRegistry
 
 M = TypeVar("M", bound=BaseModel)
 #: Characters of each earlier tool result the prompts repeat.
@@ -43,10 +44,13 @@ async def run_phase(
     meta = progress({**state, **update})
     emitter.emit(PhaseStart, **meta)
     emitter.trace("orchestration_phase_start", **meta)
-    prompt = context.templates().render(phase, prompt_variables(state, context))
+    registry = (
+        await context.open_tools()
+    )  # the project's MCP servers and Python tools beside the resource tools
+    prompt = context.templates().render(phase, prompt_variables(state, context, registry))
     turn = user_turn(state["messages"])
     answer = await ask_structured(
-        lambda n: context.resolve_model(state["model_calls"] + n, turn),
+        lambda n: context.phase_model(phase, state["model_calls"] + n, turn),
         [SystemMessage(prompt), *earlier_turns(state["messages"]), HumanMessage(state["goal"])],
         schema,
         method=context.structured_output,
@@ -76,8 +80,13 @@ def earlier_turns(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     return dialogue(messages[: len(messages) - len(turn_messages(messages))])
 
 
-def prompt_variables(state: GoalPursuitState, context: GoalPursuitContext) -> dict[str, Any]:
-    """Everything a phase template may use, the context rendered in the seed's order."""
+def prompt_variables(
+    state: GoalPursuitState, context: GoalPursuitContext, registry: ToolRegistry
+) -> dict[str, Any]:
+    """Everything a phase template may use, the context rendered in the seed's order.
+
+    ``registry`` holds the run's tools (``await context.open_tools()``).
+    """
     editor = ContextEditor(state["resources"], context.repository())
     decision = state["decision"]
     planned = state["last_planned_action"]
@@ -95,7 +104,7 @@ def prompt_variables(state: GoalPursuitState, context: GoalPursuitContext) -> di
         "assessment": state["assessment"],
         "hints": state["hints"],
         "context": context_view(editor, context.context_budget_chars),
-        "tools": tool_listing(context, state["expanded_tools"]),
+        "tools": tool_listing(registry, state["expanded_tools"]),
         "results": [r | {"text": _cut(r["text"])} for r in state["results"]],
         "decision": decision,
         "planned": planned,
@@ -129,18 +138,21 @@ def context_view(editor: ContextEditor, budget: int) -> dict[str, Any]:
     }
 
 
-def tool_listing(context: GoalPursuitContext, expanded: list[str]) -> list[dict[str, Any]]:
-    """Every tool on offer: one line when collapsed, its full parameter schema when expanded."""
+def tool_listing(registry: ToolRegistry, expanded: list[str]) -> list[dict[str, Any]]:
+    """Every tool on offer: one line when collapsed, its full parameter schema when expanded.
+
+    Resource, MCP (``<server>.<tool>``, a JSON schema) and Python tools are listed alike.
+    """
     listing = []
-    for schema in context.registry().schemas():
+    for item, schema in zip(registry, registry.schemas(), strict=True):  # both in registration order
         function = schema["function"]
         description = function.get("description", "")
         listing.append(
             {
-                "name": function["name"],
+                "name": item.name,  # its own name (git.git_log), the one plans give
                 "summary": description.strip().split("\n", 1)[0],
                 "description": description.strip(),
-                "expanded": function["name"] in expanded,
+                "expanded": item.name in expanded,
                 "parameters": function.get("parameters", {}),
             }
         )

@@ -30,7 +30,8 @@ async def start_pursuit(state: GoalPursuitState, runtime: Runtime[GoalPursuitCon
     messages = state.get("messages") or []
     if not messages or not isinstance(messages[-1], HumanMessage) or not messages[-1].text.strip():
         raise ConfigurationError("a turn must end with the user's message, which states the goal")
-    trace_tool_registration(Emitter(runtime.context, runtime.stream_writer), runtime.context.registry())
+    registry = await runtime.context.open_tools()  # a Python tool that does not load fails here
+    trace_tool_registration(Emitter(runtime.context, runtime.stream_writer), registry)
     await open_repository(runtime.context, state)  # one that cannot load fails here, before any model call
     goal = messages[-1].text.strip()
     return {
@@ -90,6 +91,7 @@ async def finish_pursuit(state: GoalPursuitState, runtime: Runtime[GoalPursuitCo
         exit=exit_reason,
         **meta,
     )
+    await runtime.context.close_tools()  # the turn ends: no MCP session outlives it
     return {
         "messages": [AIMessage(answer)],
         "answer": answer,

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from phasegraph.nodes.goal_pursuit.schemas import PropertyRule
+from phasegraph.tools import ToolRegistry
 from phasegraph.tools.resources import ResourceRepository
 
 ChangeAction = Literal["searched", "loaded", "excluded", "filtered", "expanded", "collapsed", "sorted"]
@@ -166,3 +167,9 @@ def change_tools(
     else:
         after = [n for n in expanded if n not in hit]
     return after, (Change(action, tools=hit, missing=missing) if hit or missing else None)
+
+
+def tool_names(registry: ToolRegistry, asked: list[str]) -> list[str]:
+    """The tools' own names for names a plan gives (a tool's wire name, ``git__git_log``, is its tool's)."""
+    found = [registry.get(name.strip()) for name in asked]
+    return [item.name if item is not None else name for name, item in zip(asked, found, strict=True)]

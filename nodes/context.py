@@ -144,7 +144,8 @@ class RunContext:
             ):
                 continue  # the caller chose this one
             try:
-                setattr(self, key, TypeAdapter(hints[key]).validate_python(value))
+                # strict: TOML values are typed ("5" is no count, "yes" no bool)
+                setattr(self, key, TypeAdapter(hints[key]).validate_python(value, strict=True))
             except ValidationError as exc:
                 where = project.where(("protocols", self.PROTOCOL, key))
                 raise ConfigurationError(f"{where}: {exc.errors()[0]['msg']} (found {value!r})") from None

@@ -14,9 +14,9 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.project_lines import key_line
@@ -30,10 +30,27 @@ ENV_VAR = "PHASEGRAPH_CONFIG"
 PROTOCOL_IDS = ("triggered_phase", "unified", "goal_pursuit", "agent_network", "xml_contract", "planner")
 
 
+def _protocol_key(key: str) -> str:
+    if key not in PROTOCOL_IDS:
+        raise ValueError(f"unknown protocol {key!r}; known: {', '.join(PROTOCOL_IDS)}")
+    return key
+
+
+def _model_key(key: str) -> str:
+    if key.partition(".")[0] not in PROTOCOL_IDS:
+        raise ValueError(f"{key!r}: models are keyed by protocol ({', '.join(PROTOCOL_IDS)})")
+    return key
+
+
+# Checked as keys, so a problem's place is the key itself (its line), not the whole table.
+ProtocolKey = Annotated[str, AfterValidator(_protocol_key)]
+ModelKey = Annotated[str, AfterValidator(_model_key)]
+
+
 class ProjectFile(BaseModel):
     """What ``phasegraph.toml`` may hold (unknown keys are refused)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # TOML is typed: "3" is no number
 
     model: str | None = Field(
         default=None, description="Model spec every protocol uses unless [models] says."
@@ -41,12 +58,12 @@ class ProjectFile(BaseModel):
     workspace: str | None = Field(
         default=None, description="Workspace folder of the built-in file tools (relative to this file)."
     )
-    models: dict[str, str] = Field(
+    models: dict[ModelKey, str] = Field(
         default_factory=dict,
         description="Model per protocol ('planner') or per role ('planner.reviewer', "
         "'goal_pursuit.refinement').",
     )
-    protocols: dict[str, dict[str, Any]] = Field(
+    protocols: dict[ProtocolKey, dict[str, Any]] = Field(
         default_factory=dict, description="Each protocol's settings (its Context fields), 'tools' included."
     )
     mcp_servers: dict[str, dict[str, Any]] | str = Field(
@@ -63,22 +80,6 @@ class ProjectFile(BaseModel):
     call_timeout_seconds: float = Field(
         default=30.0, gt=0, description="Longest MCP call (unless a policy says)."
     )
-
-    @field_validator("models")
-    @classmethod
-    def _known_model_keys(cls, value: dict[str, str]) -> dict[str, str]:
-        for key in value:
-            if key.partition(".")[0] not in PROTOCOL_IDS:
-                raise ValueError(f"{key!r}: models are keyed by protocol ({', '.join(PROTOCOL_IDS)})")
-        return value
-
-    @field_validator("protocols")
-    @classmethod
-    def _known_protocols(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        for key in value:
-            if key not in PROTOCOL_IDS:
-                raise ValueError(f"unknown protocol {key!r}; known: {', '.join(PROTOCOL_IDS)}")
-        return value
 
     def model_for(self, protocol: str, role: str = "") -> str | None:
         """The model a protocol (or one of its roles) uses: the role's, the protocol's, the default."""
@@ -207,7 +208,7 @@ def project_problems(path: Path) -> list[str]:
 
 
 def _problem(name: str, text: str, error: Any) -> str:
-    where = tuple(str(part) for part in error["loc"])
+    where = tuple(str(part) for part in error["loc"] if part != "[key]")  # a dict key's own problem
     if error["type"] == "extra_forbidden":
         what = "unknown key"
     elif error["type"] == "value_error":

@@ -42,7 +42,7 @@ class ToolSourceError(ValueError):
 class ToolPolicy(BaseModel):
     """How one tool (or a glob, or a source's tools) may run."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)  # "yes" is no bool, "3" no count
 
     confirm: bool = Field(
         default=False, description="The run pauses for a person's approval before each call."

@@ -1,0 +1,270 @@
+"""The project file, ``phasegraph.toml``: what a valid one sets on a run; every malformed one refused early.
+
+Each refusal is a ``ConfigurationError`` raised before any run starts, naming the key and its line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from phasegraph.graphs.run import run
+from phasegraph.nodes.errors import ConfigurationError
+from phasegraph.nodes.project import load_project, project_problems
+from phasegraph.nodes.trace import MemoryTraceStore
+from phasegraph.nodes.triggered_phase.context import TriggeredPhaseContext
+from phasegraph.nodes.unified.context import UnifiedContext
+from tests.tool_projects import demo_server, write_project, write_script
+
+
+def _script(folder: Path, answer: str = "Done.") -> str:
+    return f"scripted:{write_script(folder, [{'content': answer}], name=f'{answer[:4]}.json')}"
+
+
+def _written(folder: Path, text: str) -> Path:
+    path = folder / "phasegraph.toml"
+    path.write_text(text.lstrip("\n"), encoding="utf-8")
+    return path
+
+
+def _refusal(path: Path) -> str:
+    """The message a malformed file is refused with (and ``project_problems`` lists it first)."""
+    with pytest.raises(ConfigurationError) as caught:
+        load_project(path)
+    assert project_problems(path)[0] in str(caught.value)
+    return str(caught.value)
+
+
+def test_a_valid_file_sets_model_workspace_and_protocol_settings(tmp_path: Path):
+    model = _script(tmp_path)
+    (tmp_path / "ws").mkdir()
+    path = write_project(
+        tmp_path,
+        {
+            "model": model,
+            "workspace": "ws",
+            "protocols": {"triggered_phase": {"max_phase_cycles_per_turn": 5, "show_tool_outputs": True}},
+        },
+    )
+    context = TriggeredPhaseContext(project_file=str(path))
+    assert (context.model, context.workspace) == (model, str(tmp_path / "ws"))
+    assert (context.max_phase_cycles_per_turn, context.show_tool_outputs) == (5, True)
+    # another protocol takes the model and workspace, not triggered_phase's settings
+    other = UnifiedContext(project_file=str(path))
+    assert (other.model, other.workspace, other.show_tool_outputs) == (model, str(tmp_path / "ws"), False)
+
+
+def test_a_value_the_caller_passes_wins_over_the_file(tmp_path: Path, workspace: Path):
+    (tmp_path / "ws").mkdir()
+    path = write_project(
+        tmp_path,
+        {
+            "model": _script(tmp_path),
+            "workspace": "ws",
+            "protocols": {"triggered_phase": {"max_phase_cycles_per_turn": 5}},
+        },
+    )
+    mine = _script(tmp_path, "Mine.")
+    context = TriggeredPhaseContext(
+        project_file=str(path), model=mine, workspace=str(workspace), max_phase_cycles_per_turn=2
+    )
+    assert (context.model, context.workspace, context.max_phase_cycles_per_turn) == (mine, str(workspace), 2)
+
+
+async def test_the_files_model_answers_the_run(tmp_path: Path, workspace: Path):
+    path = write_project(tmp_path, {"model": _script(tmp_path, "From the project file.")})
+    result = await run(
+        "triggered_phase",
+        "Hello",
+        project_file=str(path),
+        workspace=str(workspace),
+        traces=MemoryTraceStore(),
+    )
+    assert result.final is not None and result.final.answer == "From the project file."
+
+
+def test_a_relative_workspace_starts_at_the_files_folder_not_the_working_folder(tmp_path: Path):
+    project = tmp_path / "deep" / "project"
+    (project / "files").mkdir(parents=True)
+    path = write_project(project, {"model": _script(tmp_path), "workspace": "files"})
+    assert Path.cwd() != project
+    assert TriggeredPhaseContext(project_file=str(path)).workspace == str(project / "files")
+
+
+def test_malformed_toml_is_refused_with_its_line(tmp_path: Path):
+    path = _written(tmp_path, '\nmodel = "scripted:demo"\n\n[tools."git.*"]\nconfirm true\n')
+    message = _refusal(path)
+    assert "not valid TOML" in message and "line 4" in message
+
+
+def test_an_unknown_top_level_key_is_refused_naming_it_and_its_line(tmp_path: Path):
+    path = _written(tmp_path, 'model = "scripted:demo"\n\nmodle = "openai:gpt-4o"\n')
+    assert _refusal(path).startswith("phasegraph.toml:3: modle: unknown key")
+
+
+def test_an_unknown_key_in_a_policy_is_refused_naming_it_and_its_line(tmp_path: Path):
+    text = """
+model = "scripted:demo"
+
+[tools."git.*"]
+confirm = true
+timeout_secs = 3
+"""
+    assert _refusal(_written(tmp_path, text)).startswith(
+        "phasegraph.toml:5: tools.git.*.timeout_secs: unknown key"
+    )
+
+
+@pytest.mark.parametrize(
+    ("setting", "key"),
+    [
+        ('max_calls_per_turn = "3"', "max_calls_per_turn"),
+        ('confirm = "yes"', "confirm"),
+        ("confirm = 1", "confirm"),
+        ('timeout_seconds = "2"', "timeout_seconds"),
+        ('normalizers = { path = "slash" }', "normalizers.path"),
+    ],
+)
+def test_a_policy_value_of_the_wrong_type_is_refused(tmp_path: Path, setting: str, key: str):
+    path = _written(tmp_path, f'model = "scripted:demo"\n\n[tools.word_count]\n{setting}\n')
+    assert _refusal(path).startswith(f"phasegraph.toml:4: tools.word_count.{key}: ")
+
+
+def test_a_top_level_value_of_the_wrong_type_is_refused(tmp_path: Path):
+    path = _written(tmp_path, 'model = "scripted:demo"\nconnect_timeout_seconds = "5"\n')
+    assert _refusal(path).startswith("phasegraph.toml:2: connect_timeout_seconds: ")
+
+
+def test_an_unknown_protocol_is_refused_naming_it_and_its_line(tmp_path: Path):
+    text = """
+model = "scripted:demo"
+
+[protocols.triggered_phase]
+max_phase_cycles_per_turn = 2
+
+[protocols.triggred_phase]
+max_phase_cycles_per_turn = 2
+"""
+    message = _refusal(_written(tmp_path, text))
+    assert message.startswith(
+        "phasegraph.toml:6: protocols.triggred_phase: unknown protocol 'triggred_phase'"
+    )
+
+
+def test_a_model_for_an_unknown_protocol_is_refused_with_its_line(tmp_path: Path):
+    text = '\nmodel = "scripted:demo"\n\n[models]\nplanner = "x"\n"planer.reviewer" = "scripted:demo"\n'
+    assert _refusal(_written(tmp_path, text)).startswith("phasegraph.toml:5: models.planer.reviewer: ")
+
+
+async def test_an_unknown_protocol_setting_is_refused_before_the_run(tmp_path: Path, workspace: Path):
+    text = f"""
+model = "{_script(tmp_path)}"
+
+[protocols.unified]
+max_tool_calls = 4
+max_phase_cycles_per_turn = 2
+"""
+    path = _written(tmp_path, text)
+    with pytest.raises(ConfigurationError) as caught:
+        await run("unified", "Hello", project_file=str(path), workspace=str(workspace))
+    message = str(caught.value)
+    assert message.startswith(
+        "phasegraph.toml:5: protocols.unified.max_phase_cycles_per_turn: unified has no"
+    )
+    assert "max_tool_calls" in message  # what it does have
+
+
+@pytest.mark.parametrize(
+    ("setting", "key"),
+    [
+        ('max_phase_cycles_per_turn = "5"', "max_phase_cycles_per_turn"),
+        ('show_tool_outputs = "yes"', "show_tool_outputs"),
+    ],
+)
+def test_a_protocol_setting_of_the_wrong_type_is_refused_with_its_line(
+    tmp_path: Path, setting: str, key: str
+):
+    path = _written(tmp_path, f'model = "{_script(tmp_path)}"\n\n[protocols.triggered_phase]\n{setting}\n')
+    with pytest.raises(ConfigurationError) as caught:
+        TriggeredPhaseContext(project_file=str(path))
+    assert str(caught.value).startswith(f"phasegraph.toml:4: protocols.triggered_phase.{key}: ")
+
+
+def test_a_server_only_field_is_refused(tmp_path: Path):
+    path = _written(
+        tmp_path, f'model = "{_script(tmp_path)}"\n[protocols.triggered_phase]\nrequest_id = "x"\n'
+    )
+    with pytest.raises(
+        ConfigurationError, match=r"phasegraph.toml:3: protocols.triggered_phase.request_id: set by"
+    ):
+        TriggeredPhaseContext(project_file=str(path))
+
+
+async def test_mcp_servers_may_name_a_json_file_beside_the_project(tmp_path: Path, workspace: Path):
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "servers.json").write_text(json.dumps({"demo": demo_server()}), encoding="utf-8")
+    path = write_project(tmp_path, {"model": _script(tmp_path), "mcp_servers": "conf/servers.json"})
+    context = TriggeredPhaseContext(project_file=str(path), workspace=str(workspace))
+    try:
+        registry = await context.open_tools()
+        assert {"demo.list_files", "demo.calculate", "list_files"} <= set(registry.names())
+        assert context.unavailable_tools() == {}
+    finally:
+        await context.close_tools()
+
+
+def test_a_missing_servers_file_is_refused(tmp_path: Path):
+    path = write_project(tmp_path, {"model": _script(tmp_path), "mcp_servers": "nowhere.json"})
+    with pytest.raises(ConfigurationError, match=r"nowhere\.json: cannot be read"):
+        TriggeredPhaseContext(project_file=str(path))
+
+
+def test_a_named_file_that_does_not_exist_is_refused(tmp_path: Path):
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        TriggeredPhaseContext(project_file=str(tmp_path / "missing.toml"))
+
+
+def test_a_changed_file_is_read_again(tmp_path: Path):
+    first, second = _script(tmp_path, "One."), _script(tmp_path, "Two.")
+    path = write_project(tmp_path, {"model": first})
+    assert TriggeredPhaseContext(project_file=str(path)).model == first
+    write_project(tmp_path, {"model": second})
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 5_000_000_000))
+    assert TriggeredPhaseContext(project_file=str(path)).model == second
+
+
+#: Run in a fresh process started in a folder: which file each way of naming one picks.
+_WHICH = """
+import os, sys
+from phasegraph.nodes.triggered_phase.context import TriggeredPhaseContext
+print(TriggeredPhaseContext().model)
+os.environ["PHASEGRAPH_CONFIG"] = sys.argv[1]
+print(TriggeredPhaseContext().model)
+print(TriggeredPhaseContext(project_file=sys.argv[2]).model)
+os.environ["PHASEGRAPH_CONFIG"] = "sub/phasegraph.toml"
+print(TriggeredPhaseContext().model)
+"""
+
+
+def test_project_file_beats_phasegraph_config_beats_the_working_folders_file(tmp_path: Path):
+    started = tmp_path / "started"
+    (started / "sub").mkdir(parents=True)
+    here = write_project(started, {"model": _script(tmp_path, "Here.")})
+    env = write_project(tmp_path, {"model": _script(tmp_path, "Env.")}, name="env.toml")
+    given = write_project(tmp_path, {"model": _script(tmp_path, "Given.")}, name="given.toml")
+    sub = write_project(started / "sub", {"model": _script(tmp_path, "Sub.")})
+    environ = {k: v for k, v in os.environ.items() if k != "PHASEGRAPH_CONFIG"}
+    done = subprocess.run(
+        [sys.executable, "-c", _WHICH, str(env), str(given)],
+        cwd=started, env=environ, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    models = done.stdout.split()
+    expected = [load_project(p) for p in (here, env, given, sub)]
+    assert models == [p.file.model for p in expected if p is not None]
+    assert len(set(models)) == 4

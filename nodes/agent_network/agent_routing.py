@@ -60,6 +60,7 @@ async def respond(state: AgentNetworkState, runtime: Runtime[AgentNetworkContext
     failed = all_tools_failed(state["tool_execution_log"].values())
     emitter.emit(Final, answer=answer, all_tools_failed=failed, **progress(state))
     spans_of(runtime.context, state).close()
+    await runtime.context.close_tools()  # the turn ends here: its MCP sessions with it
     return {
         "answer": answer,
         "responder": agent,
@@ -73,7 +74,7 @@ async def stop_at_max_steps(
     state: AgentNetworkState, runtime: Runtime[AgentNetworkContext]
 ) -> dict[str, Any]:
     """``max_steps`` decisions were made and no agent responded."""
-    return _stop(state, runtime, "steps")
+    return await _stop(state, runtime, "steps")
 
 
 @reports_errors
@@ -81,10 +82,10 @@ async def stop_at_max_tool_errors(
     state: AgentNetworkState, runtime: Runtime[AgentNetworkContext]
 ) -> dict[str, Any]:
     """``max_tool_errors`` tool calls failed or decisions were refused."""
-    return _stop(state, runtime, "tool_errors")
+    return await _stop(state, runtime, "tool_errors")
 
 
-def _stop(
+async def _stop(
     state: AgentNetworkState, runtime: Runtime[AgentNetworkContext], budget: Literal["steps", "tool_errors"]
 ) -> dict[str, Any]:
     """End the run without an answer: one error event that carries the transcript."""
@@ -104,4 +105,5 @@ def _stop(
         ErrorEvent, kind="budget_exhausted", message=message, transcript=state["execution_log"], **meta
     )
     spans_of(context, state).close(error=f"budget_exhausted: {budget}")
+    await context.close_tools()  # the turn ends here: its MCP sessions with it
     return {"answer": "", "responder": None}

@@ -60,11 +60,17 @@ async def open_network(state: AgentNetworkState, runtime: Runtime[AgentNetworkCo
 
 
 async def load_snapshot(context: AgentNetworkContext) -> NetworkSnapshot:
-    """The snapshot a run follows: a published version, a file compiled now, or the bundled example."""
+    """The snapshot a run follows: a published version, a file compiled now, or the bundled example.
+
+    A file is compiled against the run's tools (the workspace's, the project's MCP servers' as
+    ``<server>.<tool>``, its Python tools'): an unknown equipped tool is named with its agent. A
+    published version was checked when it was published; a tool this run lacks is an error result.
+    """
     if not context.network:
         try:
             definition = load_definition(context.network_file or EXAMPLE_NETWORK)
-            return compile_network(definition, context.registry())
+            registry = await context.open_tools()
+            return compile_network(definition, registry, context.unavailable_tools())
         except NetworkError as exc:
             raise ConfigurationError(str(exc)) from exc
     store = context.network_store or open_network_store(context.database)

@@ -13,41 +13,49 @@ from phasegraph.nodes.agent_network.execution_log import preview, tool_entry, to
 from phasegraph.nodes.agent_network.network import spans_of
 from phasegraph.nodes.agent_network.schemas import Instruction
 from phasegraph.nodes.agent_network.state import AgentNetworkState, progress
-from phasegraph.nodes.conversation import call_message, result_message
+from phasegraph.nodes.approval import ask, needs_approval
+from phasegraph.nodes.conversation import call_message, refused_message, result_message, tool_counts
 from phasegraph.nodes.emit import Emitter, reports_errors
 from phasegraph.nodes.tool_calls import execute_tool_call
+from phasegraph.tools import ToolRegistry
 from phasegraph.tools.networks import NetworkSnapshot, tool_catalogue
+from phasegraph.tools.networks.snapshot import AgentTool
 
 
 @reports_errors
 async def use_tool(state: AgentNetworkState, runtime: Runtime[AgentNetworkContext]) -> dict[str, Any]:
-    """Execute the decided call; its full result goes to the tool execution log under a new id."""
+    """Execute the decided call; its full result goes to the tool execution log under a new id.
+
+    A call whose tool needs approval asks first, before anything is emitted (LangGraph runs the node
+    again from its start with the answer): rejected, it never runs and the agent reads the reason;
+    edited, it runs with the edited arguments.
+    """
     context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
     agent = NetworkSnapshot.model_validate(state["network"]).agent(state["current_agent"])
     details = (state["decision"] or {})["action_details"]
     tool, step, epoch = details["tool"], state["steps"], state["control_epoch"]
-    registry = context.registry()
-    equipped = agent.tools[tool]
-    # the run's registry converts its schemas once; a tool it does not offer (Context.tools left it
-    # out) has no parameters here and gets the runner's error result
-    offered = tool_catalogue(registry).get(tool)
-    accepted = offered.params if offered else []
-    system = {**equipped.system_params, **context.system_params}
-    params = {
-        **{k: v for k, v in system.items() if k in accepted and k not in equipped.agent_params},
-        **details["params"],
-    }
+    registry = await context.open_tools()
     update: dict[str, Any] = {"phase": "tool_execution", "phase_index": state["phase_index"] + 1}
     execution_id = call_id(context, state, tool)
-    meta = progress({**state, **update}) | {"execution_id": execution_id}
+    phase = progress({**state, **update})
+    meta = phase | {"execution_id": execution_id}
+    call = {
+        "id": execution_id,
+        "name": tool,
+        "args": merged_params(context, registry, agent.tools[tool], details),
+    }
+    verdict = await ask(context, emitter, registry, call, phase) if needs_approval(registry, tool) else None
     spans = spans_of(context, state)
     span = spans.start(f"tool-{execution_id}", f"execute_tool {tool}", {
         "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool, "gen_ai.tool.type": "function",
         "gen_ai.tool.call.id": execution_id, "gen_ai.agent.name": agent.key,
     }, parent=f"step-{step}")  # fmt: skip
-    call = {"id": execution_id, "name": tool, "args": params}
-    signature = registry.signature(tool, params, context.project_id)
-    result = await execute_tool_call(context, emitter, registry, call, signature, meta)
+    signature = registry.signature(tool, call["args"], context.project_id)
+    result = await execute_tool_call(
+        context, emitter, registry, call, signature, meta, verdict=verdict,
+        turn_calls=tool_counts(state["messages"]),
+    )  # fmt: skip
+    params = call["args"]  # an edit replaced them
     span.add_event("gen_ai.tool.result", {"status": result.status, "preview": preview(result.as_text(), 100)})
     failed = result.error if result.status == "error" else None
     spans.end(f"tool-{execution_id}", error=failed)
@@ -58,7 +66,12 @@ async def use_tool(state: AgentNetworkState, runtime: Runtime[AgentNetworkContex
     )  # fmt: skip
     asked = call_message([call])
     asked.name = agent.key
-    answer = result_message(call, result, show_output=context.show_tool_outputs)
+    rejected = verdict.refusal() if verdict is not None else None
+    answer = (
+        refused_message(call, rejected)
+        if rejected is not None
+        else result_message(call, result, show_output=context.show_tool_outputs)
+    )
     return update | {
         "messages": [asked, answer],
         "execution_log": [
@@ -71,6 +84,23 @@ async def use_tool(state: AgentNetworkState, runtime: Runtime[AgentNetworkContex
         },
         "instructions": [*state["instructions"], instruction.model_dump(mode="json")],
         "tool_errors": state["tool_errors"] + (result.status == "error"),
+    }
+
+
+def merged_params(
+    context: AgentNetworkContext, registry: ToolRegistry, equipped: AgentTool, details: dict[str, Any]
+) -> dict[str, Any]:
+    """The agent's parameters with the system parameters the tool accepts and the agent may not give.
+
+    The run's registry converts its schemas once; a tool it does not offer (Context.tools left it
+    out) has no parameters here and gets the runner's error result.
+    """
+    offered = tool_catalogue(registry).get(details["tool"])
+    accepted = offered.params if offered else []
+    system = {**equipped.system_params, **context.system_params}
+    return {
+        **{k: v for k, v in system.items() if k in accepted and k not in equipped.agent_params},
+        **details["params"],
     }
 
 

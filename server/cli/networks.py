@@ -10,16 +10,16 @@ import typer
 from rich.console import Console
 from sqlalchemy.exc import SQLAlchemyError
 
+from phasegraph.nodes.agent_network.tools import compile_for_project
+from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.settings import ServerSettings
 from phasegraph.server.storage.store import RequestStore
-from phasegraph.tools import default_registry
 from phasegraph.tools.database import public_database
 from phasegraph.tools.networks import (
     NetworkError,
     NetworkSnapshot,
     NetworkSummary,
     NetworkValidationError,
-    compile_network,
     load_definition,
     open_network_store,
 )
@@ -31,14 +31,23 @@ Database = Annotated[
     typer.Option(help="Database (sqlite:PATH or postgresql://...). Default: PHASEGRAPH_CHECKPOINTER."),
 ]
 Project = Annotated[str, typer.Option(help="Project the network belongs to.")]
+Config = Annotated[
+    str,
+    typer.Option(
+        "--config",
+        help="Project file (phasegraph.toml) whose MCP servers and Python tools agents may equip. "
+        "Default: PHASEGRAPH_CONFIG, else ./phasegraph.toml.",
+    ),
+]
 
 
 @network_app.command("validate")
 def validate_command(
     file: Annotated[str, typer.Argument(help="Network file (.yaml, .yml or .json).")],
+    config: Config = "",
 ) -> None:
     """Check a network file against every publish-time rule; exit 1 listing each problem."""
-    snapshot = _compiled(file)
+    snapshot = _compiled(file, config)
     agents = ", ".join(snapshot.agents)
     Console(soft_wrap=True).print(
         f"[green]{file}: network {snapshot.name!r} is valid[/] ({len(snapshot.agents)} agents: {agents}; "
@@ -52,9 +61,10 @@ def publish_command(
     file: Annotated[str, typer.Argument(help="Network file (.yaml, .yml or .json).")],
     project: Project = "default",
     database: Database = None,
+    config: Config = "",
 ) -> None:
     """Validate, compile and store a network as its next version (the same file twice: no new version)."""
-    snapshot = _compiled(file)
+    snapshot = _compiled(file, config)
     where = _database(database)
     try:
         stored = asyncio.run(_publish(where, project, snapshot))
@@ -87,12 +97,13 @@ def list_command(project: Annotated[str | None, typer.Option(help="Only this pro
         )
 
 
-def _compiled(file: str) -> NetworkSnapshot:
+def _compiled(file: str, config: str) -> NetworkSnapshot:
+    """The network compiled against the tools the project gives agent_network (MCP servers started)."""
     try:
-        return compile_network(load_definition(file), default_registry())
+        return asyncio.run(compile_for_project(load_definition(file), project_file=config))
     except NetworkValidationError as exc:
         _fail(f"{file}: network {exc.name!r} cannot be published:", exc.problems)
-    except NetworkError as exc:
+    except (NetworkError, ConfigurationError) as exc:
         _fail(str(exc))
 
 

@@ -14,14 +14,14 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 from pydantic.config import JsonDict
 
 from phasegraph.nodes import telemetry
-from phasegraph.nodes.errors import InvalidInputError, NotFoundError
+from phasegraph.nodes.agent_network.tools import compile_for_project
+from phasegraph.nodes.errors import ConfigurationError, InvalidInputError, NotFoundError
 from phasegraph.nodes.events import ErrorEvent, Event, Final
 from phasegraph.server.http.auth import Access
 from phasegraph.server.http.responses import ID_PATTERN, NOT_BLANK, STARTS, errors, whole
 from phasegraph.server.runs.manager import RunManager, manager_of
 from phasegraph.server.storage.checkpoints import thread_config
 from phasegraph.server.storage.records import RequestRecord
-from phasegraph.tools import default_registry
 from phasegraph.tools.networks import (
     NetworkDefinition,
     NetworkError,
@@ -30,7 +30,6 @@ from phasegraph.tools.networks import (
     NetworkStore,
     NetworkSummary,
     NetworkValidationError,
-    compile_network,
 )
 
 PROTOCOL = "agent_network"
@@ -185,11 +184,12 @@ def network_routes(caller: Any) -> APIRouter:
     )  # fmt: skip
     async def publish_network(body: PublishRequest, request: Request, access: Caller) -> NetworkInfo:
         access.require(body.project_id)
-        try:
-            snapshot = compile_network(body.definition, default_registry())
+        try:  # against the tools the project gives agent_network: its MCP servers are started to list them
+            workspace = manager_of(request).settings.workspace
+            snapshot = await compile_for_project(body.definition, workspace=workspace)
         except NetworkValidationError as exc:
             raise InvalidNetwork(str(exc), exc.problems) from None
-        except NetworkError as exc:
+        except (NetworkError, ConfigurationError) as exc:
             raise InvalidNetwork(str(exc), [str(exc)]) from None
         stored = await _networks(request).publish(body.project_id, snapshot)
         return _info(NetworkSummary.of(body.project_id, stored))

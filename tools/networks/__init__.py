@@ -13,7 +13,7 @@ from phasegraph.tools.networks.definition import (
 from phasegraph.tools.networks.errors import NetworkError, NetworkNotFound, NetworkValidationError
 from phasegraph.tools.networks.snapshot import CompiledAgent, NetworkSnapshot, compile_network, tool_catalogue
 from phasegraph.tools.networks.store import NetworkStore, NetworkSummary, open_network_store
-from phasegraph.tools.networks.validation import network_problems
+from phasegraph.tools.networks.validation import network_problems, unknown_tools
 
 #: Bundled network files: a working example (research.yaml) and a deliberately broken one.
 EXAMPLES = Path(__file__).resolve().parent / "examples"
@@ -39,4 +39,5 @@ __all__ = [
     "open_network_store",
     "parse_definition",
     "tool_catalogue",
+    "unknown_tools",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -70,12 +71,15 @@ class NetworkSnapshot(BaseModel):
 
 
 def tool_catalogue(registry: ToolRegistry) -> dict[str, ToolInfo]:
-    """Each registered tool's description and parameter names (from its JSON schema)."""
+    """Each registered tool's description and parameter names (from its JSON schema), by its own name.
+
+    MCP tools keep their ``<server>.<tool>`` names here (the schemas show them under wire names).
+    """
     catalogue = {}
     for schema in registry.schemas():
         function = schema["function"]
         parameters = function.get("parameters", {})
-        catalogue[function["name"]] = ToolInfo(
+        catalogue[registry.canonical(function["name"])] = ToolInfo(
             description=" ".join(function.get("description", "").split()),
             params=list(parameters.get("properties", {})),
             required=list(parameters.get("required", [])),
@@ -83,10 +87,16 @@ def tool_catalogue(registry: ToolRegistry) -> dict[str, ToolInfo]:
     return catalogue
 
 
-def compile_network(network: NetworkDefinition, registry: ToolRegistry) -> NetworkSnapshot:
-    """Validate ``network`` and compile it; every problem at once as a ``NetworkValidationError``."""
+def compile_network(
+    network: NetworkDefinition, registry: ToolRegistry, unavailable: Mapping[str, str] | None = None
+) -> NetworkSnapshot:
+    """Validate ``network`` against ``registry``'s tools and compile it.
+
+    Every problem comes at once as a ``NetworkValidationError``; an equipped tool of an MCP server in
+    ``unavailable`` (server -> why it did not start) is named with why it cannot be checked.
+    """
     catalogue = tool_catalogue(registry)
-    problems = network_problems(network, {name: info.params for name, info in catalogue.items()})
+    problems = network_problems(network, {name: info.params for name, info in catalogue.items()}, unavailable)
     if problems:
         raise NetworkValidationError(network.name, problems)
     default = next(a.key for a in network.agents if a.is_default)

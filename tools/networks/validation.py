@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from phasegraph.tools.networks.definition import AgentDefinition, NetworkDefinition
 
@@ -59,31 +59,64 @@ def route_targets(network: NetworkDefinition) -> list[str]:
     ]
 
 
-def equipped_tools(network: NetworkDefinition, tools: Mapping[str, Sequence[str]]) -> list[str]:
+def equipped_tools(
+    network: NetworkDefinition,
+    tools: Mapping[str, Sequence[str]],
+    unavailable: Mapping[str, str] | None = None,
+) -> list[str]:
     """Every equipped tool exists, and names only parameters that tool has.
 
     Args:
         network: The definition.
         tools: Each available tool's parameter names.
+        unavailable: MCP servers that did not start (server -> why): their tools cannot be checked.
     """
-    problems: list[str] = []
+    equipped = {agent.key: [t.tool for t in agent.tools] for agent in network.agents}
+    problems = unknown_tools(equipped, tools, unavailable)
     for agent in network.agents:
-        for equipped in agent.tools:
-            if equipped.tool not in tools:
-                problems.append(
-                    f"Agent '{agent.key}' is equipped with the tool '{equipped.tool}', which does not exist "
-                    f"(tools: {_names(sorted(tools)) if tools else 'none'})."
-                )
+        for item in agent.tools:
+            if item.tool not in tools:
                 continue
-            params = set(tools[equipped.tool])
-            named = [*(equipped.agent_params or []), *equipped.system_params]
+            params = set(tools[item.tool])
+            named = [*(item.agent_params or []), *item.system_params]
             unknown = sorted({p for p in named if p not in params})
             if unknown:
                 problems.append(
-                    f"Agent '{agent.key}' gives the tool '{equipped.tool}' the parameter(s) "
+                    f"Agent '{agent.key}' gives the tool '{item.tool}' the parameter(s) "
                     f"{_names(unknown)}, "
                     f"which it does not have (it has {_names(sorted(params)) if params else 'none'})."
                 )
+    return problems
+
+
+def unknown_tools(
+    equipped: Mapping[str, Sequence[str]],
+    tools: Collection[str],
+    unavailable: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Each tool an agent is equipped with that is not among ``tools``, as a sentence naming both.
+
+    Args:
+        equipped: Each agent's equipped tool names.
+        tools: The names of the tools that exist (MCP tools as ``<server>.<tool>``).
+        unavailable: MCP servers that did not start (server -> why); a tool of one is named as such.
+    """
+    problems: list[str] = []
+    for agent, names in equipped.items():
+        for name in names:
+            if name in tools:
+                continue
+            server = name.partition(".")[0] if "." in name else ""
+            if server in (unavailable or {}):
+                problems.append(
+                    f"Agent '{agent}' is equipped with the tool '{name}', but the MCP server '{server}' is "
+                    f"unavailable ({(unavailable or {})[server]}), so its tools cannot be checked."
+                )
+                continue
+            problems.append(
+                f"Agent '{agent}' is equipped with the tool '{name}', which does not exist "
+                f"(tools: {_names(sorted(tools)) if tools else 'none'})."
+            )
     return problems
 
 
@@ -119,13 +152,20 @@ def responder_reachable(network: NetworkDefinition) -> list[str]:
     return problems
 
 
-def network_problems(network: NetworkDefinition, tools: Mapping[str, Sequence[str]]) -> list[str]:
-    """Every publish-time problem of ``network``, in a stable order (empty when it can be published)."""
+def network_problems(
+    network: NetworkDefinition,
+    tools: Mapping[str, Sequence[str]],
+    unavailable: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Every publish-time problem of ``network``, in a stable order (empty when it can be published).
+
+    ``unavailable`` names the MCP servers that did not start (server -> why).
+    """
     return [
         *duplicate_agents(network),
         *default_agent(network),
         *responding_agent(network),
         *route_targets(network),
-        *equipped_tools(network, tools),
+        *equipped_tools(network, tools, unavailable),
         *responder_reachable(network),
     ]

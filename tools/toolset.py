@@ -65,10 +65,11 @@ async def open_toolset(
     if sources.mcp_servers:
         services = await McpServices.open(sources.mcp_servers, timeout=sources.connect_timeout_seconds)
         unavailable = dict(services.unavailable)
-        for server, specs in services.catalogue().items():
-            for spec in specs.values():
-                _add(found, _mcp_tool(services, server, spec, sources), f"mcp:{server}")
-    try:
+    try:  # a refused toolset leaves no server running
+        if services is not None:
+            for server, specs in services.catalogue().items():
+                for spec in specs.values():
+                    _add(found, _mcp_tool(services, server, spec, sources), f"mcp:{server}")
         chosen = select(found, list(patterns) if patterns is not None else None)
     except ToolSourceError:
         if services is not None:

@@ -8,7 +8,6 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
-from phasegraph.nodes.planner.confirmation import ask_confirmation, await_confirmation
 from phasegraph.nodes.planner.context import PlannerContext
 from phasegraph.nodes.planner.plan_draft import draft_plan, route_after_draft
 from phasegraph.nodes.planner.plan_execution import build_plan_executor
@@ -30,7 +29,11 @@ Context = PlannerContext
 
 
 def build_graph() -> StateGraph[PlannerState, PlannerContext, PlannerInput, PlannerOutput]:
-    """Planner steps and tool runs alternate; plans are drafted, reviewed and run; guardrails end turns."""
+    """Planner steps and tool runs alternate; plans are drafted, reviewed and run; guardrails end turns.
+
+    A call that waits for a person's approval waits inside the node that runs it (``run_tools``, or the
+    plan executor's ``run_step``), in an ``interrupt`` asked before that node emits or runs anything.
+    """
     builder = StateGraph(
         PlannerState, context_schema=PlannerContext, input_schema=PlannerInput, output_schema=PlannerOutput
     )
@@ -42,8 +45,6 @@ def build_graph() -> StateGraph[PlannerState, PlannerContext, PlannerInput, Plan
         ("draft_plan", draft_plan),
         ("review_plan", review_plan),
         ("execute_plan", build_plan_executor()),
-        ("ask_confirmation", ask_confirmation),
-        ("await_confirmation", await_confirmation),
         ("finish_turn", finish_turn),
         ("stop_at_tool_cap", stop_at_tool_cap),
         ("stop_at_watchdog", stop_at_watchdog),
@@ -63,7 +64,6 @@ def build_graph() -> StateGraph[PlannerState, PlannerContext, PlannerInput, Plan
             "next": "call_planner",
             "tool_cap": "stop_at_tool_cap",
             "watchdog": "stop_at_watchdog",
-            "confirm": "ask_confirmation",
             "plan": "draft_plan",
             "run_plan": "execute_plan",
         },
@@ -77,8 +77,6 @@ def build_graph() -> StateGraph[PlannerState, PlannerContext, PlannerInput, Plan
         "review_plan", route_after_review, {"approved": "execute_plan", "sent_back": "call_planner"}
     )
     builder.add_edge("execute_plan", "call_planner")
-    builder.add_edge("ask_confirmation", "await_confirmation")
-    builder.add_edge("await_confirmation", "start_turn")
     for end in ("clarify", "finish_turn", "stop_at_tool_cap", "stop_at_watchdog"):
         builder.add_edge(end, END)
     return builder

@@ -44,11 +44,13 @@ async def ask_accounted(
     execution_mode: str,
     position: tuple[int, int],
     check: Callable[[M], str | None] | None = None,
+    role: str = "",
 ) -> Asked[M]:
     """Ask for a ``schema`` answer (one corrective retry) and store a usage row per model call.
 
     ``model_calls`` keys the rows (calls of the thread); ``position`` (the call index within the user
-    message, and which message it is) positions a scripted model.
+    message, and which message it is) positions a scripted model. A ``role`` (``reviewer``) takes
+    the model the project file gives it, if any (``PlannerContext.profile_model``).
 
     An unusable answer or a provider failure is returned as ``problem``, for the planner to read; the
     call that failed is a usage row too (``status`` error), after those that answered.
@@ -58,7 +60,7 @@ async def ask_accounted(
     started = time.perf_counter()
 
     def model_for(index: int) -> BaseChatModel:
-        model, name = context.profile_model(profile, position[0] + index, position[1])
+        model, name = context.profile_model(profile, position[0] + index, position[1], role)
         names.append(name)
         return model
 

@@ -118,18 +118,20 @@ class PlannerContext(RunContext):
         return self._profiles[profile]
 
     def profile_model(
-        self, profile: ProfileName, call_index: int, user_turn: int = 0
+        self, profile: ProfileName, call_index: int, user_turn: int = 0, role: str = ""
     ) -> tuple[BaseChatModel, str]:
         """The chat model of a call under ``profile``, and its name for usage rows.
 
         ``call_index`` counts the calls already made answering user message ``user_turn`` (a
-        scripted model starts there). The profile's temperature and max_tokens are set on models
-        that have those settings.
+        scripted model starts there). A ``role`` (``reviewer``) the project file gives a model
+        (``[models] "planner.reviewer"``) uses that one; otherwise the profile's model, else the
+        run's. The profile's temperature and max_tokens are set on models that have those settings.
         """
         settings = self._profiles[profile]
         if self.chat_model is not None:
             return self.chat_model, _name_of(self.chat_model)
-        spec = settings.model or self.model
+        role_spec = self.model_for(role) if role else self.model
+        spec = role_spec if role_spec != self.model else (settings.model or self.model)
         model = make_model(spec, call_index=call_index, user_turn=user_turn, demo_script=self.DEMO_SCRIPT)
         tuned = {
             k: v for k, v in settings.model_dump().items() if k != "model" and k in type(model).model_fields

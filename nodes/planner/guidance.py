@@ -35,7 +35,8 @@ GUIDANCE: dict[ContextType, Guidance] = {
         intent="Work inside one existing project.",
         required_behaviors=(
             "The project in scope is the entity of this conversation; tools use it when no project is named.",
-            "Ask before anything destructive (archiving, deleting): such a call waits for the user's yes.",
+            "Archiving and deleting cannot be undone: such a call waits for a person's approval before it "
+            "runs; if they reject it, do not make it again unless they ask for it.",
         ),
         profile="balanced",
     ),

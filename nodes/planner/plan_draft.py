@@ -30,6 +30,7 @@ from phasegraph.nodes.planner.state import (
     public_plan,
 )
 from phasegraph.nodes.planner.transcript import tool_answer
+from phasegraph.tools import ToolRegistry
 from phasegraph.tools.planning import PlanRecord, is_destructive
 
 OPERATION = "plan_create"
@@ -54,25 +55,23 @@ async def draft_plan(state: PlannerState, runtime: Runtime[PlannerContext]) -> d
         return update | await _refuse(
             state, context, call, f"invalid arguments: {exc.errors()[0]['msg']}", None
         )
-    mode = execution_mode(args)
+    mode, registry = execution_mode(args), await context.open_tools()
     asked = await ask_accounted(
         context,
         state["model_calls"],
         state["usage"],
-        _prompt(context, args),
+        _prompt(context, registry, args),
         PlanDraft,
         profile=context.session_profile,
         operation=OPERATION,
         execution_mode=mode,
         position=model_position(state),
-        check=lambda draft: plan_problem(
-            draft, context.registry(), context.context_type, context.max_plan_steps
-        ),
+        check=lambda draft: plan_problem(draft, registry, context.context_type, context.max_plan_steps),
     )
     update |= {"model_calls": asked.model_calls, "usage": asked.usage}
     if asked.value is None:
         return update | await _refuse(state, context, call, asked.problem or "no plan", mode)
-    plan = _plan(context, state, call, args, asked.value, mode)
+    plan = _plan(context, registry, state, call, args, asked.value, mode)
     store = await context.planning()
     if (superseded := state["pending_plan"]) is not None:
         await store.plans.set_status(context.project_id, superseded["plan_id"], "superseded")
@@ -106,10 +105,9 @@ def execution_mode(args: CreatePlanArgs) -> ExecutionMode:
     return "draft_only" if args.auto_execute is False else "auto_execute"
 
 
-def _prompt(context: PlannerContext, args: CreatePlanArgs) -> list[Any]:
-    registry = context.registry()
+def _prompt(context: PlannerContext, registry: ToolRegistry, args: CreatePlanArgs) -> list[Any]:
     tools = "\n".join(
-        f"- {t.name}: {t.description.splitlines()[0]} args {json.dumps(_params(s))}"
+        f"- {t.name}: {(t.description or t.name).splitlines()[0]} args {json.dumps(_params(s))}"
         for t, s in zip(registry, registry.schemas(), strict=True)
     )
     system = PLAN_PROMPT.format(
@@ -131,6 +129,7 @@ def _params(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _plan(
     context: PlannerContext,
+    registry: ToolRegistry,
     state: PlannerState,
     call: PendingCall,
     args: CreatePlanArgs,
@@ -138,7 +137,6 @@ def _plan(
     mode: ExecutionMode,
 ) -> Plan:
     reasoning = draft.reasoning
-    registry = context.registry()
     destructive = [
         s.tool for s in draft.steps if (t := registry.get(s.tool)) is not None and is_destructive(t)
     ]

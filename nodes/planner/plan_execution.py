@@ -1,6 +1,7 @@
 """The plan executor, a subgraph: one step per superstep, then a summary that answers the plan call.
 
-Steps run through the ToolRunner with ``step_start`` / ``step_complete`` around their tool events.
+Steps run through the ToolRunner with ``step_start`` / ``step_complete`` around their tool events;
+a step whose tool waits for a person's approval (``nodes.planner.approvals``) asks before it starts.
 A step whose dependencies failed is skipped; ``${s2.project.id}`` in an argument is read from an
 earlier step's JSON result.
 """
@@ -18,6 +19,7 @@ from langgraph.runtime import Runtime
 from phasegraph.nodes.answers import GatheredResult
 from phasegraph.nodes.emit import Emitter, reports_errors
 from phasegraph.nodes.events import AgentState, StepComplete, StepStart
+from phasegraph.nodes.planner.approvals import approve_planner_calls
 from phasegraph.nodes.planner.clock import TurnClock
 from phasegraph.nodes.planner.context import PlannerContext
 from phasegraph.nodes.planner.ledger import record_error
@@ -50,15 +52,27 @@ async def start_plan(state: PlanRunState, runtime: Runtime[PlannerContext]) -> d
 
 @reports_errors
 async def run_step(state: PlanRunState, runtime: Runtime[PlannerContext]) -> dict[str, Any]:
-    """Run the next step (or skip it when a step it depends on did not succeed)."""
+    """Run the next step (or skip it when a step it depends on did not succeed).
+
+    A step whose tool waits for a person's approval asks first, before the step emits anything.
+    """
     context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
     await context.planning()  # a run resumed inside the plan, on a fresh process, opens it here
+    registry = await context.open_tools()
     plan, done = state["plan"], state["plan_results"]
     assert plan is not None
-    clock = TurnClock(state["elapsed"], context.session_seconds)
     step = plan["steps"][len(done)]
     number, fields = len(done) + 1, meta(state, context.context_type)
     failed = [d for d in step["depends_on"] if _status(done, d) != "ok"]
+    try:
+        args, refusal = resolve(step["args"], done), None
+    except UnresolvedReference as exc:
+        args, refusal = step["args"], str(exc)
+    call: dict[str, Any] = {"id": _call_id(plan, step["id"]), "name": step["tool"], "args": args}
+    verdicts = (
+        {} if failed or refusal else await approve_planner_calls(context, emitter, registry, [call], fields)
+    )
+    clock = TurnClock(state["elapsed"], context.session_seconds)  # a person's wait does not count
     if failed or clock.expired:
         why = (
             f"skipped: {', '.join(failed)} did not succeed" if failed else "skipped: the turn ran out of time"
@@ -79,27 +93,33 @@ async def run_step(state: PlanRunState, runtime: Runtime[PlannerContext]) -> dic
             ],
             "elapsed": clock.elapsed,
         }
-    try:
-        args, refusal = resolve(step["args"], done), None
-    except UnresolvedReference as exc:
-        args, refusal = step["args"], str(exc)
+    verdict = verdicts.get(call["id"])
+    if verdict is not None and verdict.decision == "edit":
+        call["args"] = verdict.args
     emitter.emit(
         StepStart,
         step_id=step["id"],
         tool=step["tool"],
-        args=args,
+        args=call["args"],
         rationale=step["rationale"],
         step=number,
         **fields,
     )
-    registry = context.registry()
-    call = {"id": _call_id(plan, step["id"]), "name": step["tool"], "args": args}
-    signature = registry.signature(step["tool"], args, context.project_id)
+    signature = registry.signature(step["tool"], call["args"], context.project_id)
     result: ToolResult = await execute_tool_call(
-        context, emitter, registry, call, signature, {**fields, "step": number}, refusal=refusal
+        context,
+        emitter,
+        registry,
+        call,
+        signature,
+        {**fields, "step": number},
+        refusal=refusal,
+        verdict=verdict,
     )
     update: dict[str, Any] = {"elapsed": clock.elapsed}
-    if result.status == "error":
+    if result.status == "error" and (
+        verdict is None or verdict.runs
+    ):  # a rejection is no failure of the tool
         update["errors_logged"] = await record_error(
             context,
             state["errors_logged"],
@@ -119,6 +139,7 @@ async def run_step(state: PlanRunState, runtime: Runtime[PlannerContext]) -> dic
         step=number,
         **fields,
     )
+    args = call["args"]
     outcome = StepOutcome(id=step["id"], tool=step["tool"], status=result.status, text=text, args=args)
     gathered = GatheredResult(name=step["tool"], args=args, status=result.status, text=text)
     return update | {"plan_results": [*done, outcome], "results": [*state["results"], gathered]}

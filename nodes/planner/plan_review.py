@@ -1,4 +1,8 @@
-"""``agent_review``: a reviewer model (profile quality) approves a plan, or sends it back with notes."""
+"""``agent_review``: a reviewer model (profile quality) approves a plan, or sends it back with notes.
+
+The reviewer is the project file's ``[models] "planner.reviewer"`` when it names one, else the
+quality profile's model, else the run's.
+"""
 
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ async def review_plan(state: PlannerState, runtime: Runtime[PlannerContext]) -> 
         _prompt(plan),
         PlanVerdict,
         profile="quality",
+        role="reviewer",
         operation=OPERATION,
         execution_mode="agent_review",
         position=model_position(state),

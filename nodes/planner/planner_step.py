@@ -19,7 +19,6 @@ from phasegraph.nodes.planner.guidance import guidance_text
 from phasegraph.nodes.planner.ledger import failure_recorded, record_call
 from phasegraph.nodes.planner.prompts import (
     NO_TOOLS_REMINDER,
-    PENDING_CONFIRMATION_NOTE,
     PENDING_PLAN_NOTE,
     SYSTEM_PROMPT,
     virtual_tool_schemas,
@@ -47,7 +46,8 @@ async def call_planner(state: PlannerState, runtime: Runtime[PlannerContext]) ->
     context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
     clock, fields = TurnClock(state["elapsed"], context.session_seconds), meta(state, context.context_type)
     emitter.emit(AgentState, state="thinking", **fields)
-    tools = [*context.registry().schemas(), *virtual_tool_schemas()] if len(context.registry()) else []
+    registry = await context.open_tools()
+    tools = [*registry.schemas(), *virtual_tool_schemas()] if len(registry) else []
     profile = context.session_profile
     model, name = context.profile_model(profile, *model_position(state))
     bound = model.bind_tools(tools) if tools else model
@@ -102,9 +102,6 @@ def _prompt(context: PlannerContext, state: PlannerState, has_tools: bool) -> li
         notes.append(NO_TOOLS_REMINDER)
     if (plan := state["pending_plan"]) is not None:
         notes.append(PENDING_PLAN_NOTE.format(plan_id=plan["plan_id"], objective=plan["objective"]))
-    if (confirming := state["pending_confirmation"]) is not None:
-        call = f"{confirming['name']}({json.dumps(confirming['args'])})"
-        notes.append(PENDING_CONFIRMATION_NOTE.format(call=call))
     system = SystemMessage(SYSTEM_PROMPT.format(guidance="\n\n".join(notes)))
     return [system, *session(state["messages"], state.get("tool_outputs") or {})]
 

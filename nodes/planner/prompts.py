@@ -23,18 +23,12 @@ PENDING_PLAN_NOTE = (
     "it, call agent_execute_plan with plan_id {plan_id!r}; if it asks for changes, call agent_create_plan "
     "again with the changed objective; otherwise answer them."
 )
-PENDING_CONFIRMATION_NOTE = (
-    "You asked the user to confirm {call}. If their message confirms it, make exactly that call again and it "
-    "will run; if not, do not make it and say so."
-)
 CLARIFYING_QUESTION = (
     "Your message was empty. What would you like me to do: create a project, look into one, update tasks, "
     "or audit a project's health?"
 )
-CONFIRMATION_QUESTION = "{tool} is destructive: {call} cannot be undone. Shall I go ahead? Answer yes or no."
 CAP_NOTE = "Not run: this turn reached its limit of {limit} tool calls."
 WATCHDOG_NOTE = "Not run: this turn ran out of time ({limit:g} s)."
-AWAITING_CONFIRMATION = "Not run yet: destructive, so it waits for the user's confirmation."
 PLAN_PER_STEP = "Not run: only one plan call is handled per step; call it again if you still need it."
 
 PLAN_PROMPT = """Draft a plan for this objective as a list of steps.

@@ -12,16 +12,15 @@ from phasegraph.nodes.answers import GatheredResult
 from phasegraph.nodes.conversation import user_turn
 
 ExecutionMode = Literal["auto_execute", "draft_only", "agent_review"]
-Stop = Literal["", "tool_cap", "watchdog", "confirm", "plan", "run_plan"]
+Stop = Literal["", "tool_cap", "watchdog", "plan", "run_plan"]
 
 
 class PendingCall(TypedDict):
-    """A tool call of the planner's last step: ``{id, name, args}`` (with its signature when gated)."""
+    """A tool call of the planner's last step: ``{id, name, args}``."""
 
     id: str
     name: str
     args: dict[str, Any]
-    signature: NotRequired[str]
     error: NotRequired[str]  # why it must not run (broken or oversized arguments); the model reads it
 
 
@@ -90,7 +89,11 @@ class PlannerOutput(TypedDict):
 
 
 class PlannerState(TypedDict):
-    """The planner's thread: messages and carried-over items persist; the rest is reset each turn."""
+    """The planner's thread: messages and carried-over items persist; the rest is reset each turn.
+
+    Threads checkpointed before approvals replaced the yes/no confirmation may still hold
+    ``pending_confirmation`` and ``confirmed``: channels the graph no longer has, which it ignores.
+    """
 
     messages: Annotated[list[AnyMessage], add_messages]
     context_type: str  # the turn's context type (events the server adds read it back)
@@ -107,8 +110,6 @@ class PlannerState(TypedDict):
     plan_results: list[StepOutcome]
     plans_made: int  # plans drafted by this thread (their ids)
     pending_plan: Plan | None  # a draft waiting for the user's verdict (carried to the next turn)
-    pending_confirmation: PendingCall | None  # a destructive call waiting for the user's yes
-    confirmed: list[str]  # signatures the user was asked to confirm and answered (this turn)
     stop: Stop  # why the last node wants the loop to leave its usual path
     answer: str
     review_outcomes: dict[str, int]  # plan_review verdicts of the thread, counted

@@ -7,46 +7,49 @@ with the reason, or left to the plan nodes, which answer the plan call when the 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any, Literal, cast
 
 from langchain_core.messages import ToolMessage
 from langgraph.runtime import Runtime
 
 from phasegraph.nodes.answers import GatheredResult
+from phasegraph.nodes.approval import Verdict
 from phasegraph.nodes.conversation import result_message
 from phasegraph.nodes.emit import Emitter, reports_errors
 from phasegraph.nodes.events import AgentState
+from phasegraph.nodes.planner.approvals import EDITED, approve_planner_calls
 from phasegraph.nodes.planner.clock import TurnClock
 from phasegraph.nodes.planner.context import PlannerContext
 from phasegraph.nodes.planner.ledger import record_error
-from phasegraph.nodes.planner.prompts import (
-    AWAITING_CONFIRMATION,
-    CAP_NOTE,
-    PLAN_PER_STEP,
-    VIRTUAL_TOOLS,
-    WATCHDOG_NOTE,
-)
-from phasegraph.nodes.planner.state import PendingCall, PlannerState, Stop, meta
+from phasegraph.nodes.planner.prompts import CAP_NOTE, PLAN_PER_STEP, VIRTUAL_TOOLS, WATCHDOG_NOTE
+from phasegraph.nodes.planner.state import PendingCall, PlannerState, meta
 from phasegraph.nodes.planner.transcript import not_run
 from phasegraph.nodes.tool_calls import execute_tool_call
-from phasegraph.tools import ToolResult
-from phasegraph.tools.planning import is_destructive
+from phasegraph.tools import ToolRegistry, ToolResult
 
 
 @reports_errors
 async def run_tools(state: PlannerState, runtime: Runtime[PlannerContext]) -> dict[str, Any]:
-    """Run the planner's calls in order, meta-tools last, within the turn's call cap and time."""
+    """Run the planner's calls in order, meta-tools last, within the turn's call cap and time.
+
+    Calls that wait for a person's approval are asked first, all of them, before anything is emitted
+    or run (a resumed node runs again from its start); the wait does not count against the watchdog.
+    """
     context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
     await context.planning()
-    clock, fields = TurnClock(state["elapsed"], context.session_seconds), meta(state, context.context_type)
-    registry = context.registry()
+    registry, fields = await context.open_tools(), meta(state, context.context_type)
+    calls = sorted(state["pending"], key=lambda c: c["name"] in VIRTUAL_TOOLS)  # stable: order kept otherwise
+    verdicts = await approve_planner_calls(
+        context, emitter, registry, _runnable(calls, state, context.max_tool_calls), fields
+    )
+    clock = TurnClock(state["elapsed"], context.session_seconds)
     used, stop = state["tool_calls_used"], state["stop"]
     messages: list[ToolMessage] = []
     outputs = dict(state.get("tool_outputs") or {})
     results: list[GatheredResult] = []
     errors = state["errors_logged"]
     update: dict[str, Any] = {}
-    calls = sorted(state["pending"], key=lambda c: c["name"] in VIRTUAL_TOOLS)  # stable: order kept otherwise
     for call in calls:
         if clock.expired:
             stop = "watchdog"
@@ -62,37 +65,31 @@ async def run_tools(state: PlannerState, runtime: Runtime[PlannerContext]) -> di
             continue
         used += 1
         if call["name"] in VIRTUAL_TOOLS:
-            meta_update, note = _meta_call(state, call, stop, update)
+            meta_update, note = _meta_call(state, call, update)
             update |= meta_update
             stop = update.pop("stop", stop)
             if note is not None:
                 messages.append(_answer(call, note))
             continue
-        signature = registry.signature(call["name"], call["args"], context.project_id)
-        tool = registry.get(call["name"])
-        gated = tool is not None and is_destructive(tool) and context.context_type == "project"
-        if gated and signature not in state["confirmed"] and "error" not in call:
-            update["pending_confirmation"] = PendingCall(**call, signature=signature)
-            stop = "confirm"
-            messages.append(_answer(call, AWAITING_CONFIRMATION))
-            continue
         emitter.emit(AgentState, state="executing_tool", details=call["name"], **fields)
-        result = await _run(context, emitter, registry, call, signature, fields, clock.remaining)
-        if result.status == "error":
+        plain: dict[str, Any] = {"id": call["id"], "name": call["name"], "args": call["args"]}
+        verdict = verdicts.get(call["id"])
+        result = await _run(context, emitter, registry, plain, call.get("error"), verdict, fields, clock)
+        if result.status == "error" and (verdict is None or verdict.runs):  # a rejection is no tool error
             errors = await record_error(
                 context,
                 errors,
                 stage="tool_execution",
                 kind="tool_error",
                 message=result.error or "",
-                tool_name=call["name"],
+                tool_name=plain["name"],
             )
-        if gated:
-            update["pending_confirmation"] = None  # the confirmed call ran
-        outputs[call["id"]] = result.as_text()
-        messages.append(result_message(dict(call), result, show_output=context.show_tool_outputs))
+        text = result.as_text()
+        edited = verdict is not None and verdict.decision == "edit"
+        outputs[call["id"]] = EDITED.format(args=json.dumps(plain["args"])) + text if edited else text
+        messages.append(result_message(plain, result, show_output=context.show_tool_outputs))
         results.append(
-            GatheredResult(name=call["name"], args=call["args"], status=result.status, text=result.as_text())
+            GatheredResult(name=plain["name"], args=plain["args"], status=result.status, text=text)
         )
     return update | {
         "messages": messages,
@@ -106,22 +103,30 @@ async def run_tools(state: PlannerState, runtime: Runtime[PlannerContext]) -> di
     }
 
 
+def _runnable(calls: list[PendingCall], state: PlannerState, limit: int) -> list[dict[str, Any]]:
+    """The real tool calls ``run_tools`` will try (within the cap, not broken): those that may need asking."""
+    if state["stop"] in ("watchdog", "tool_cap"):
+        return []
+    room = max(0, limit - state["tool_calls_used"])
+    return [dict(c) for c in calls[:room] if c["name"] not in VIRTUAL_TOOLS and "error" not in c]
+
+
 async def route_after_tools(
     state: PlannerState,
-) -> Literal["next", "tool_cap", "watchdog", "confirm", "plan", "run_plan"]:
-    """Back to the planner, unless a guardrail, a confirmation or a plan takes the turn elsewhere."""
-    if state["stop"] in ("watchdog", "tool_cap", "confirm", "run_plan"):
-        return cast(Literal["watchdog", "tool_cap", "confirm", "run_plan"], state["stop"])
+) -> Literal["next", "tool_cap", "watchdog", "plan", "run_plan"]:
+    """Back to the planner, unless a guardrail or a plan takes the turn elsewhere."""
+    if state["stop"] in ("watchdog", "tool_cap", "run_plan"):
+        return cast(Literal["watchdog", "tool_cap", "run_plan"], state["stop"])
     return "plan" if state["plan_request"] is not None else "next"
 
 
 def _meta_call(
-    state: PlannerState, call: PendingCall, stop: Stop, update: dict[str, Any]
+    state: PlannerState, call: PendingCall, update: dict[str, Any]
 ) -> tuple[dict[str, Any], str | None]:
     """Hand a meta-tool call to the plan nodes, or say why it cannot be; a plan call is answered later."""
     if "error" in call:
         return {}, f"ERROR: {call['error']}"
-    if stop == "confirm" or "plan_request" in update or "plan" in update:
+    if "plan_request" in update or "plan" in update:
         return {}, PLAN_PER_STEP
     if call["name"] == "agent_create_plan":
         return {"plan_request": call}, None
@@ -139,23 +144,27 @@ def _meta_call(
 async def _run(
     context: PlannerContext,
     emitter: Emitter,
-    registry: Any,
-    call: PendingCall,
-    signature: str,
+    registry: ToolRegistry,
+    call: dict[str, Any],
+    refusal: str | None,
+    verdict: Verdict | None,
     fields: dict[str, Any],
-    seconds: float,
+    clock: TurnClock,
 ) -> ToolResult:
-    """One real tool call, its events and trace; the watchdog's remaining time bounds it."""
-    plain = {"id": call["id"], "name": call["name"], "args": call["args"]}
+    """One real tool call, its events and trace; the watchdog's remaining time bounds it.
+
+    ``call`` is updated in place when a person edited its arguments.
+    """
+    signature = registry.signature(call["name"], call["args"], context.project_id)
     try:
-        async with asyncio.timeout(seconds):
+        async with asyncio.timeout(clock.remaining):
             return await execute_tool_call(
-                context, emitter, registry, plain, signature, fields, refusal=call.get("error")
+                context, emitter, registry, call, signature, fields, refusal=refusal, verdict=verdict
             )
     except TimeoutError:
         return ToolResult(status="error", error=WATCHDOG_NOTE.format(limit=context.session_seconds))
 
 
 def _answer(call: PendingCall, text: str) -> ToolMessage:
-    """A call that did not run (a guardrail, a confirmation, a broken call), or a meta-tool's refusal."""
+    """A call that did not run (a guardrail, a broken call), or a meta-tool's refusal."""
     return not_run(call, text)

@@ -35,17 +35,16 @@ async def start_turn(state: PlannerState, runtime: Runtime[PlannerContext]) -> d
         entity_id=context.entity_id or None,
         intent=guide.intent,
         required_behaviors=list(guide.required_behaviors),
-        tools=[*context.registry().names(), *VIRTUAL_TOOLS],
+        tools=[*(await context.open_tools()).names(), *VIRTUAL_TOOLS],
         **fields,
     )
-    pending_plan, confirming = state.get("pending_plan"), state.get("pending_confirmation")
+    pending_plan = state.get("pending_plan")
     if turn > 1:
         emitter.emit(
             LastTurnContext,
             turn=turn,
             summary=_summary(state),
             pending_plan=public_plan(pending_plan) if pending_plan else None,
-            pending_confirmation=dict(confirming) if confirming else None,
             **fields,
         )
     return {
@@ -63,8 +62,6 @@ async def start_turn(state: PlannerState, runtime: Runtime[PlannerContext]) -> d
         "plan_results": [],
         "plans_made": state.get("plans_made", 0),
         "pending_plan": pending_plan,
-        "pending_confirmation": confirming,
-        "confirmed": [confirming["signature"]] if confirming else [],
         "stop": "",
         "answer": "",
         "review_outcomes": state.get("review_outcomes", {}),
@@ -98,6 +95,7 @@ async def clarify(state: PlannerState, runtime: Runtime[PlannerContext]) -> dict
     )
     fields = meta(state, context.context_type)
     emitter.emit(Final, answer=CLARIFYING_QUESTION, usage=public_usage(state["usage"]), **fields)
+    await context.close_tools()  # the turn ends: no MCP session stays open
     return {"messages": [AIMessage(CLARIFYING_QUESTION)], "answer": CLARIFYING_QUESTION}
 
 
@@ -125,7 +123,8 @@ async def finish_turn(state: PlannerState, runtime: Runtime[PlannerContext]) -> 
         usage=public_usage(state["usage"]),
         **fields,
     )
-    update: dict[str, Any] = {"answer": answer, "pending_confirmation": None}
+    await context.close_tools()  # the turn ends: no MCP session stays open
+    update: dict[str, Any] = {"answer": answer}
     return update | ({"messages": [AIMessage(answer)]} if fallback else {})
 
 
@@ -174,12 +173,8 @@ async def _stop(
         usage=public_usage(state["usage"]),
         **fields,
     )
-    return {
-        "messages": [AIMessage(answer)],
-        "answer": answer,
-        "errors_logged": logged,
-        "pending_confirmation": None,
-    }
+    await context.close_tools()  # the turn ends: no MCP session stays open
+    return {"messages": [AIMessage(answer)], "answer": answer, "errors_logged": logged}
 
 
 def _summary(state: PlannerState) -> str:

@@ -108,33 +108,28 @@ async def test_the_model_reads_every_earlier_result_in_full_and_no_plan_step_twi
     assert [c["name"] for c in executed.tool_calls] == ["list_templates", "create_project"]
 
 
-async def test_a_follow_up_after_an_answered_confirmation_continues_the_thread(database, tmp_path):
+async def test_a_follow_up_after_an_answered_approval_continues_the_thread(database, tmp_path):
     store = open_planning(database)
     await store.ensure_schema()
     await store.domain.create_project("default", "Orbit", "product-launch")
     await store.close()
     script = tmp_path / "script.json"
     script.write_text(json.dumps({
-        "turns": [turn("Archiving needs your yes. ", ("archive_project", {}))],
-        "follow_ups": [
-            [turn("", ("archive_project", {})), turn("Archived.")],
-            [turn("", ("list_projects", {"status": "archived"})), turn("Orbit is archived.")],
-        ],
+        "turns": [turn("Archiving waits for your approval. ", ("archive_project", {})), turn("Archived.")],
+        "follow_ups": [[turn("", ("list_projects", {"status": "archived"})), turn("Orbit is archived.")]],
     }))  # fmt: skip
     saver = InMemorySaver()
     fields = {"model": f"scripted:{script}", "context_type": "project", "entity_id": "orbit"}
     first = await say("Archive Orbit", saver, database, **fields)
-    assert "yes or no" in first.final.answer
-    second = await say("yes", saver, database, **fields)  # the interrupt's answer
-    assert second.final.answer == "Archived." and second.error is None
+    assert first.final is None and kinds(first)[-1] == "approval_requested"
+    second = await say("approve", saver, database, **fields)  # the interrupt's answer, not a message
+    assert second.final is not None and second.final.answer == "Archived." and second.error is None
     third = await say("Is it archived?", saver, database, **fields)
-    assert third.final.answer == "Orbit is archived."
+    assert third.final is not None and third.final.answer == "Orbit is archived."
     messages = await thread_messages("planner", saver)
     check_shape(messages, shown=False)
     assert [shape(t) for t in turns(messages)] == [
-        ["human", "ai[archive_project]", "tool:archive_project:error", "ai"],
         ["human", "ai[archive_project]", "tool:archive_project:success", "ai"],
         ["human", "ai[list_projects]", "tool:list_projects:success", "ai"],
     ]
-    refused = next(m for m in messages if isinstance(m, ToolMessage))
-    assert "confirmation" in refused.text
+    assert [m.text for m in messages if isinstance(m, HumanMessage)] == ["Archive Orbit", "Is it archived?"]

@@ -81,7 +81,7 @@ def test_planner_guardrails_and_plan_modes_are_visible_edges():
         "draft_plan -. &nbsp;auto_execute&nbsp; .-> execute_plan",
         "draft_plan -. &nbsp;agent_review&nbsp; .-> review_plan",
         "review_plan -. &nbsp;sent_back&nbsp; .-> call_planner",
-        "run_tools -. &nbsp;confirm&nbsp; .-> ask_confirmation",
         "start_turn -. &nbsp;blank&nbsp; .-> clarify",
     ):
         assert edge in drawing
+    assert "confirmation" not in drawing  # a destructive call waits for approval inside run_tools

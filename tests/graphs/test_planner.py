@@ -232,20 +232,26 @@ async def test_a_failing_tool_is_an_error_row_with_its_tags(database):
     assert row.session_id == result.events[0].request_id  # no thread: the request is the session
 
 
-async def test_a_destructive_call_in_a_project_waits_for_the_users_yes(database):
+@pytest.mark.parametrize("context_type", ["project", "general"])
+async def test_a_destructive_call_waits_for_an_explicit_approval_not_a_yes_in_words(database, context_type):
     opened = await store(database)
     await opened.domain.create_project("default", "Orbit", "product-launch")
     await opened.close()
     saver = InMemorySaver()
-    model = scripted(turn("", ("archive_project", {})), turn("", ("archive_project", {})), turn("Archived."))
-    fields = {"checkpointer": saver, "thread_id": "t", "context_type": "project", "entity_id": "orbit"}
-    first = await planner("Archive it", database, model, **fields)
-    assert "tool_call" not in kinds(first) and "yes or no" in first.final.answer
-    assert of_type(first, "agent_state")[-1].state == "waiting_on_user"
-    second = await planner("yes, go ahead", database, model, **fields)
-    assert [e.status for e in of_type(second, "tool_result")] == ["ok"]
-    assert "confirm" in model.prompts[1][0].content and model.prompts[1][-1].content == "yes, go ahead"
+    model = scripted(turn("", ("archive_project", {"project_id": "orbit"})), turn("Archived."))
+    fields = {"checkpointer": saver, "thread_id": "t", "context_type": context_type}
+    first = await planner("Archive Orbit", database, model, **fields)
+    assert kinds(first)[-1] == "approval_requested" and "tool_call" not in kinds(first)
+    assert first.final is None and first.error is None
+    # words are no answer: the run resumes with them and the question is asked again, saying why
+    worded = await planner("yes, go ahead", database, model, **fields)
+    [again] = of_type(worded, "approval_requested")
+    assert "yes, go ahead" in (again.problem or "") and "tool_call" not in kinds(worded)
     opened = await store(database)
+    assert (await opened.domain.get_project("default", "orbit")).status == "active"
+    second = await planner("approve", database, model, **fields)
+    assert [e.status for e in of_type(second, "tool_result")] == ["ok"]
+    assert second.final is not None and second.final.answer == "Archived."
     assert (await opened.domain.get_project("default", "orbit")).status == "archived"
     await opened.close()
 

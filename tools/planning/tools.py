@@ -13,6 +13,7 @@ from phasegraph.tools.context import ToolContext
 from phasegraph.tools.errors import ToolError
 from phasegraph.tools.planning.domain import ProjectDomain
 from phasegraph.tools.registry import ToolRegistry
+from phasegraph.tools.sources import POLICY_KEY, ToolPolicy
 
 #: Metadata key of tools whose effect cannot be undone.
 DESTRUCTIVE_KEY = "destructive"
@@ -136,8 +137,13 @@ async def delete_task(task_id: str, context: Context) -> str:
     return _json({"deleted": task.model_dump()})
 
 
+# Destructive tools wait for a person's approval by default (their policy says confirm).
 for _destructive in (archive_project, delete_task):
-    _destructive.metadata = {**(_destructive.metadata or {}), DESTRUCTIVE_KEY: True}
+    _destructive.metadata = {
+        **(_destructive.metadata or {}),
+        DESTRUCTIVE_KEY: True,
+        POLICY_KEY: ToolPolicy(confirm=True),
+    }
 
 
 def planning_tools() -> list[BaseTool]:
@@ -163,5 +169,5 @@ def planning_registry() -> ToolRegistry:
 
 
 def is_destructive(item: BaseTool) -> bool:
-    """Whether a tool's effect cannot be undone (a project context asks the user first)."""
+    """Whether a tool's effect cannot be undone (each call waits for a person's approval)."""
     return bool((item.metadata or {}).get(DESTRUCTIVE_KEY))

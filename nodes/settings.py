@@ -9,6 +9,8 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from phasegraph.nodes.project import PROTOCOL_IDS, load_project
+
 
 class ProviderSettings(BaseSettings):
     """Credentials and endpoint of the OpenAI-compatible provider behind ``openai:`` specs."""
@@ -106,10 +108,14 @@ class ServerSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PHASEGRAPH_", extra="ignore")
 
     model: str = Field(
-        default="scripted:demo", description="Model spec runs use unless a request names another."
+        default="scripted:demo",
+        description="Model spec runs use unless a request names another. Unset: the project file's "
+        "(phasegraph.toml) model of each protocol, else the bundled demo model.",
     )
     allowed_models: str = Field(
-        default="", description="Comma-separated model specs a request may ask for besides PHASEGRAPH_MODEL."
+        default="",
+        description="Comma-separated model specs a request may ask for besides the protocol's default "
+        "(PHASEGRAPH_MODEL, else the project file's).",
     )
     workspace: str = Field(
         default="",
@@ -195,6 +201,17 @@ class ServerSettings(BaseSettings):
         raw = self.api_tokens.get_secret_value() if self.api_tokens else ""
         return [token.strip() for token, _, _ in (e.partition(":") for e in raw.split(";")) if token.strip()]
 
-    def models(self) -> set[str]:
-        """Every model spec a request may use."""
-        return {self.model, *(m.strip() for m in self.allowed_models.split(",") if m.strip())}
+    def default_model(self, protocol: str) -> str:
+        """The model a protocol's runs use when a request names none.
+
+        ``PHASEGRAPH_MODEL`` when the operator set it, else the project file's model for the protocol
+        (``[protocols.<id>] model``, ``[models]``, top-level ``model``), else the bundled demo model.
+        """
+        if "model" not in self.model_fields_set and (project := load_project()) is not None:
+            return str(project.settings(protocol).get("model") or self.model)
+        return self.model
+
+    def models(self, protocol: str | None = None) -> set[str]:
+        """Every model spec a request may use (for one protocol, or for any when ``None``)."""
+        defaults = {self.default_model(p) for p in ((protocol,) if protocol else PROTOCOL_IDS)}
+        return {*defaults, *(m.strip() for m in self.allowed_models.split(",") if m.strip())}

@@ -30,6 +30,7 @@ from phasegraph.server.http.requests import request_routes
 from phasegraph.server.http.responses import ID_PATTERN, DeclaredTooLarge, document_settings
 from phasegraph.server.http.streams import stream_routes
 from phasegraph.server.runs.manager import RunManager
+from phasegraph.server.runs.protocols import project_refusals
 from phasegraph.server.storage.persistence import open_checkpointer
 from phasegraph.server.storage.retention import Retention, parse_retention
 from phasegraph.server.storage.store import RequestStore
@@ -80,6 +81,9 @@ def _lifespan(settings: ServerSettings) -> Any:
         if settings.workspace and not Path(settings.workspace).is_dir():
             raise ConfigurationError(f"PHASEGRAPH_WORKSPACE {settings.workspace!r} is not a folder")
         retention = parse_retention(settings.retention)  # a malformed policy refuses to start, too
+        refusals = project_refusals(settings)  # and so does a malformed project file
+        if refusals:
+            raise ConfigurationError("the project file cannot be used:\n  " + "\n  ".join(refusals))
         async with open_checkpointer(settings.checkpointer) as saver:
             store = RequestStore.for_checkpointer(settings.checkpointer)
             await store.setup()

@@ -29,3 +29,10 @@ TOOLS = [shout, archive_everything]
 
 #: Not a tool: naming it is an error.
 NOT_A_TOOL = 42
+
+
+def touch_file(path: str) -> str:
+    """Write a file at ``path`` (an effect seen from outside the process that runs the tool)."""
+    with open(path, "w", encoding="utf-8") as out:
+        out.write("touched\n")
+    return f"wrote {path}"

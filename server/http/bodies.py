@@ -3,7 +3,7 @@
 from typing import Annotated, Any, Literal
 
 from fastapi import Path as PathParam
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
 from phasegraph.server.http.responses import ID_PATTERN, NOT_BLANK, whole
@@ -66,9 +66,16 @@ class RunRequest(ChatRequest):
 
 
 class ResumeFrom(Body):
-    """Body of the generic resume route: where to continue (the latest point when omitted)."""
+    """Body of the generic resume route: where to continue (the latest point when omitted), or an answer."""
 
     resume_from_phase_index: PhaseIndex | None = None
+    answer: JsonValue = Field(
+        default=None,
+        description="The answer to the question the run waits on (a run paused with reason interrupt). "
+        'An approval: "approve", "reject", {"decision": "edit", "args": {...}} or '
+        '{"decision": "reject", "reason": "..."}. A run waiting for one is not resumed without it (409).',
+        json_schema_extra={"examples": ["approve", {"decision": "edit", "args": {"path": "docs"}}]},
+    )
 
 
 class ResumeRequest(ResumeFrom):

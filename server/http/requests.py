@@ -18,12 +18,15 @@ from phasegraph.server.storage.records import RequestRecord, only_one
 
 
 async def resume_visible(
-    manager: RunManager, request_id: str, phase_index: int | None, access: Access
+    manager: RunManager, request_id: str, phase_index: int | None, access: Access, answer: Any = None
 ) -> RequestRecord:
-    """Start continuing a visible request; its stream follows from the record's last seq."""
+    """Start continuing a visible request; its stream follows from the record's last seq.
+
+    ``answer`` answers the question the run waits on (an approval): the run goes on with it.
+    """
     record = await visible(manager, request_id, access)
     # An orphan is first paused as crashed: the stream starts after that, at the resume.
-    return await manager.resume(record, phase_index)
+    return await manager.resume(record, phase_index, answer)
 
 
 async def visible(manager: RunManager, request_id: str, access: Access) -> RequestRecord:
@@ -83,7 +86,8 @@ def request_routes(caller: Caller) -> APIRouter:
         body: ResumeFrom | None = None,
     ) -> RequestRecord:
         phase_index = body.resume_from_phase_index if body else None
-        return await resume_visible(manager_of(request), request_id, phase_index, access)
+        answer = body.answer if body else None
+        return await resume_visible(manager_of(request), request_id, phase_index, access, answer)
 
     @router.post(
         "/api/requests/{request_id}/resume",

@@ -65,7 +65,7 @@ def stream_routes(caller: Caller) -> APIRouter:
     ) -> RequestRecord:
         _require_two_stage(request)
         return await resume_visible(
-            manager_of(request), body.request_id, body.resume_from_phase_index, access
+            manager_of(request), body.request_id, body.resume_from_phase_index, access, body.answer
         )
 
     @router.get("/api/protocols", response_model=list[ProtocolInfo])

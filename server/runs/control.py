@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
-from phasegraph.nodes.errors import ConflictError
+from langgraph.types import Command
+
+from phasegraph.nodes.approval import APPROVAL
+from phasegraph.nodes.errors import ConflictError, InvalidInputError
 from phasegraph.nodes.events import Cancelled
 from phasegraph.server.runs.driving import Driver
 from phasegraph.server.runs.engine import SUPERSEDED, Engine
+from phasegraph.server.runs.protocols import Served
 from phasegraph.server.runs.takeover import TakeOver
-from phasegraph.server.storage.checkpoints import end_of_phase
+from phasegraph.server.storage.checkpoints import end_of_phase, thread_config
 from phasegraph.server.storage.records import RequestRecord
 
 
@@ -25,8 +30,14 @@ class Control:
     def __init__(self, engine: Engine, driver: Driver, takeover: TakeOver) -> None:
         self.engine, self.driver, self.takeover = engine, driver, takeover
 
-    async def resume(self, record: RequestRecord, phase_index: int | None) -> RequestRecord:
-        """Continue a request from the end of ``phase_index`` (latest when ``None``); earlier = fork."""
+    async def resume(
+        self, record: RequestRecord, phase_index: int | None, answer: Any = None
+    ) -> RequestRecord:
+        """Continue a request from the end of ``phase_index`` (latest when ``None``); earlier = fork.
+
+        A run waiting on a question (an approval) goes on only with ``answer``, as
+        ``Command(resume=answer)``; an answer to a run that asks nothing is refused (409).
+        """
         engine = self.engine
         if record.status == "cancelled" or record.cancel_requested:
             raise ConflictError(f"request {record.request_id!r} was cancelled and cannot be resumed")
@@ -38,10 +49,21 @@ class Control:
                 raise ConflictError(f"request {record.request_id!r} changed state meanwhile; try again")
             record = await engine.current(record)
         served = engine.protocols.get(record.protocol)
-        snapshot, fork = await end_of_phase(served.graph, record.thread_key, phase_index)
+        graph_input: Command[Any] | None = None
+        if phase_index is None:
+            graph_input = await answered(served, record, answer)
+        elif answer is not None:
+            raise InvalidInputError(
+                "answer goes to the question the run waits on now: send it without resumeFromPhaseIndex"
+            )
+        if isinstance(graph_input, Command):  # the question's checkpoint: the latest, required by answered
+            snapshot, fork = await served.graph.aget_state(thread_config(record.thread_key)), False
+        else:
+            snapshot, fork = await end_of_phase(served.graph, record.thread_key, phase_index)
         if not await engine.store.claim(record.request_key, engine.owner, (record.status,)):
             raise ConflictError(f"request {record.request_id!r} changed state meanwhile; try again")
-        await self.driver.restart(served, record, snapshot, phase_index=phase_index, fork=fork)
+        await self.driver.restart(served, record, snapshot, phase_index=phase_index, fork=fork,
+                                  graph_input=graph_input)  # fmt: skip
         return record
 
     async def pause(self, record: RequestRecord, reason: str = "requested") -> None:
@@ -106,3 +128,40 @@ class Control:
             run.task.cancel()
         elif record.pause_requested:
             run.pause = run.pause or "requested"
+
+
+#: The answers a 409 names.
+ANSWERS = (
+    '{"answer": "approve"}, {"answer": {"decision": "edit", "args": {...}}} or '
+    '{"answer": {"decision": "reject", "reason": "..."}}'
+)
+
+
+async def answered(served: Served, record: RequestRecord, answer: Any) -> Command[Any] | None:
+    """The input that resumes a request from its latest checkpoint: its answer, if it waits for one.
+
+    A run waiting in an ``interrupt`` (an approval before a tool call, a question) goes on only
+    with an answer: without one it would ask again at once (409 says what to send). An answer to a
+    run that waits for none is refused (409): it would be read as nothing.
+    """
+    snapshot = await served.graph.aget_state(thread_config(record.thread_key))
+    waiting = [item.value for item in snapshot.interrupts]
+    if answer is None:
+        if waiting:
+            raise ConflictError(f"request {record.request_id!r} {_waits_for(waiting[0])}: resume it with an "
+                                f"answer ({ANSWERS})")  # fmt: skip
+        return None
+    if not waiting:
+        raise ConflictError(
+            f"request {record.request_id!r} waits for no answer (it is {record.status} with no question "
+            "asked): resume it without one"
+        )
+    return Command(resume=answer)
+
+
+def _waits_for(value: Any) -> str:
+    """What a waiting run waits for, as a 409 says it."""
+    if isinstance(value, dict) and value.get("type") == APPROVAL and isinstance(value.get("call"), dict):
+        call = value["call"]
+        return f"waits for an approval of its call {call.get('name')!r} with {call.get('args')!r}"
+    return "waits for the answer to the question it asked"

@@ -66,16 +66,22 @@ class Driver:
 
     async def restart(
         self, served: Served, record: RequestRecord, snapshot: Any, *, phase_index: int | None = None,
-        fork: bool = False,
+        fork: bool = False, graph_input: Any = None,
     ) -> None:  # fmt: skip
         """Emit ``resumed`` and drive the run on from ``snapshot`` (a claimed request).
+
+        ``graph_input`` is ``None`` (on from the checkpoint) or the ``Command`` answering its question.
 
         Work a crash interrupted after the checkpoint is done again, so the event names the seq
         from which the earlier attempt's events are replaced.
         """
         events = await self.engine.store.events_after(record.request_key, 0)
-        crashed = bool(events) and isinstance(events[-1], Paused) and events[-1].reason == "crashed"
-        replaces = None if fork else replaced_from(events, snapshot.metadata.get("step"))
+        last = events[-1] if events else None
+        crashed = isinstance(last, Paused) and last.reason == "crashed"
+        # A run that stopped at a question (an interrupt) repeats nothing: the step that asked emitted
+        # only the question, and it goes on from the answer.
+        asked = isinstance(last, Paused) and last.reason == "interrupt"
+        replaces = None if fork or asked else replaced_from(events, snapshot.metadata.get("step"))
         checkpoint_id = snapshot.config["configurable"]["checkpoint_id"]
         reason = "crashed" if crashed or replaces is not None else "requested"
         last_seq = events[-1].seq if events else 0
@@ -83,7 +89,7 @@ class Driver:
                                          checkpoint_id=checkpoint_id, from_phase_index=phase_index, fork=fork,
                                          replaces_from_seq=replaces, reason=reason)  # fmt: skip
         config = thread_config(record.thread_key, checkpoint_id if fork else None)
-        self.launch(served, record.model_copy(update={"last_seq": resumed.seq}), None, config)
+        self.launch(served, record.model_copy(update={"last_seq": resumed.seq}), graph_input, config)
 
     async def _drive(
         self, run: LocalRun, served: Served, record: RequestRecord, graph_input: Any, config: RunnableConfig

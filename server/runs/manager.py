@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from starlette.requests import Request
@@ -126,9 +127,15 @@ class RunManager:
         """Refuse a message longer than this server accepts (413)."""
         self.starter.check_message_size(message)
 
-    async def resume(self, record: RequestRecord, phase_index: int | None) -> RequestRecord:
-        """Continue a request from the end of ``phase_index`` (latest when ``None``); earlier = fork."""
-        return await self.control.resume(record, phase_index)
+    async def resume(
+        self, record: RequestRecord, phase_index: int | None, answer: Any = None
+    ) -> RequestRecord:
+        """Continue a request from the end of ``phase_index`` (latest when ``None``; earlier = fork).
+
+        ``answer`` (not ``None``) answers the question the run waits on, an approval: the run goes
+        on with ``Command(resume=answer)``.
+        """
+        return await self.control.resume(record, phase_index, answer)
 
     async def pause(self, record: RequestRecord, reason: str = "requested") -> None:
         """Ask a running request to stop at its next pause point."""

@@ -13,8 +13,10 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
-from phasegraph.graphs.registry import ProtocolSpec, get_protocol
+from phasegraph.graphs.registry import PROTOCOLS, ProtocolSpec, get_protocol
 from phasegraph.nodes.context import RunContext
+from phasegraph.nodes.errors import PhasegraphError
+from phasegraph.nodes.project import project_path, project_problems
 from phasegraph.nodes.settings import ServerSettings
 from phasegraph.server.runs.stops import RunStops
 from phasegraph.server.storage.checkpoints import thread_config
@@ -73,3 +75,30 @@ class Protocols:
             graph = spec.compile(self.checkpointer, pausable=True)
             served = self._served[protocol_id] = Served(spec, graph, self.settings)
         return served
+
+
+def project_refusals(settings: ServerSettings) -> list[str]:
+    """Every problem of the project file in force (PHASEGRAPH_CONFIG or ./phasegraph.toml), for the start.
+
+    The file's own problems (TOML, unknown keys, wrong types, each with its key and line), then what
+    a run of each protocol would refuse (a setting the protocol does not have, a model spec that
+    cannot be made, an unreadable ``mcp_servers`` file): a server refuses to start with them rather
+    than fail its first run. Empty: no project file, or a good one.
+    """
+    path = project_path()
+    if path is None:
+        return []
+    problems = project_problems(path)
+    if problems:
+        return problems
+    refusals: list[str] = []
+    for spec in PROTOCOLS.values():
+        try:
+            spec.make_context(
+                model=settings.default_model(spec.id), workspace=settings.workspace,
+                database=settings.checkpointer,
+            )  # fmt: skip
+        except PhasegraphError as exc:  # a bad setting, an unusable model spec or script
+            if str(exc) not in refusals:
+                refusals.append(str(exc))
+    return refusals

@@ -53,7 +53,7 @@ class Starter:
         client = spec.client_settings(settings or {})
         if graph_input is TURN:
             spec.check_message(message)
-        chosen = self._allowed_model(model)
+        chosen = self._allowed_model(spec.id, model)
         request_id = request_id or uuid4().hex
         thread_id = thread_id or request_id
         taken, first = await engine.store.before_start(
@@ -145,12 +145,15 @@ class Starter:
             thread, {"graph_id": record.protocol, "assistant_id": record.protocol}
         )
 
-    def _allowed_model(self, model: str | None) -> str:
-        """The spec a request may run: the default, an allowed spec, or one named as clients see it."""
+    def _allowed_model(self, protocol: str, model: str | None) -> str:
+        """The spec a request may run: the protocol's default, an allowed one, or one named as clients see it.
+
+        The default is the operator's (PHASEGRAPH_MODEL), else the project file's for the protocol.
+        """
         settings = self.engine.settings
         if model is None:
-            return settings.model
-        allowed = settings.models()
+            return settings.default_model(protocol)
+        allowed = settings.models(protocol)
         if model in allowed:
             return model
         by_public_name = {public_spec(spec): spec for spec in allowed}

@@ -13,7 +13,9 @@ import yaml
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from phasegraph.tools.networks import EXAMPLE_NETWORK, EXAMPLES
+from tests.graphs.test_agent_network import answer, tool
 from tests.server.conftest import stream
+from tests.tool_projects import git_repository, git_server, write_project, write_script
 
 QUESTION = "Who works on the streaming server, and which roadmap milestone covers streaming?"
 RESEARCH = yaml.safe_load(EXAMPLE_NETWORK.read_text(encoding="utf-8"))
@@ -202,3 +204,41 @@ def test_spans_reach_an_otlp_collector_before_run_answers(servers, collector):
     assert attributes["gen_ai.conversation.id"].endswith("conv-1")
     assert all(s.trace_id == root.trace_id for s in collector.spans)
     assert not any(a.key == "gen_ai.prompt" for s in collector.spans for a in s.attributes)
+
+
+def test_publishing_checks_the_projects_tools_and_a_published_network_runs_them(servers, tmp_path):
+    repo = git_repository(tmp_path / "repo")
+    script = write_script(tmp_path, [tool("git.git_log", max_count=3), answer("Two commits.")])
+    config = write_project(
+        tmp_path, {"model": f"scripted:{script}", "mcp_servers": {"git": git_server(repo)}}
+    )  # only the project file names the model and the server
+    server = servers(PHASEGRAPH_CONFIG=str(config))
+    historian = {"key": "historian", "is_default": True, "allow_respond": True,
+                 "prompt_template": "You are {agent_key}. Tools:\n{tools}"}  # fmt: skip
+    unknown = {"name": "history", "agents": [{**historian, "tools": [{"tool": "git.git_nope"}]}]}
+    equipped = {
+        "tool": "git.git_log",
+        "agent_params": ["max_count"],
+        "system_params": {"repo_path": str(repo)},
+    }
+    known = {"name": "history", "agents": [{**historian, "tools": [equipped]}]}
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        refused = client.post("/api/networks", json={"definition": unknown})
+        assert refused.status_code == 422 and refused.json()["error"] == "invalid_network"
+        (problem,) = refused.json()["problems"]
+        assert problem.startswith(
+            "Agent 'historian' is equipped with the tool 'git.git_nope', which does not"
+        )
+        assert "'git.git_log'" in problem
+        assert client.get("/api/networks").json() == []
+        published = client.post("/api/networks", json={"definition": known})
+        assert published.status_code == 201, published.text
+        answer_ = client.post(
+            "/run", json={"network": "history", "user_message": "What happened?", "debug": True}
+        )
+        assert answer_.status_code == 200, answer_.text
+        body = answer_.json()
+        assert body["status"] == "completed" and body["result"] == "Two commits."
+        (payload,) = body["tool_execution_log"].values()
+        assert payload["tool_key"] == "git.git_log" and payload["status"] == "ok"
+        assert "second commit" in payload["result"] and "first commit" in payload["result"]

@@ -38,7 +38,8 @@ class XmlContractContext(RunContext):
         default_factory=lambda: run_settings().mcp_config,
         metadata={
             "description": "An mcp_servers.json naming the services (stdio commands or streamable-http "
-            "URLs). Empty: the bundled demo MCP server over stdio, on the workspace."
+            "URLs), unless the project file names [mcp_servers]. Empty: the bundled demo MCP server "
+            "over stdio, on the workspace."
         },
     )
     max_steps: AtLeastOne = field(

@@ -22,7 +22,9 @@ from phasegraph.tools import ToolRegistry
 from phasegraph.tools.errors import ToolError
 from phasegraph.tools.mcp import McpServices, ToolSpec
 from phasegraph.tools.mcp.config import SERVICE_NAME
+from phasegraph.tools.signature import NORMALIZERS_KEY
 from phasegraph.tools.sources import (
+    NORMALIZERS,
     POLICY_KEY,
     SOURCE_KEY,
     ToolPolicy,
@@ -108,6 +110,11 @@ def build_services(
             policy = policy.model_copy(update={"timeout_seconds": call_timeout})
         item = given or _mcp_tool(mcp, service, spec, policy.timeout_seconds or call_timeout)
         metadata = {**(item.metadata or {}), SOURCE_KEY: source, POLICY_KEY: policy}
+        if policy.normalizers:  # the call's canonical signature normalises these arguments
+            metadata[NORMALIZERS_KEY] = {
+                **metadata.get(NORMALIZERS_KEY, {}),
+                **{arg: NORMALIZERS[kind] for arg, kind in policy.normalizers.items()},
+            }
         tools.append(item.model_copy(update={"name": name, "metadata": metadata}))
     return Services(mcp, shown, ToolRegistry(tools), call_timeout)
 

@@ -3,6 +3,12 @@
 A single call runs alone; a ``<parallel>`` block's calls run as concurrent tasks (each with its own
 timeout; one failing does not stop the others; results in block order); a ``<sequential>`` block
 runs in order, ``$result_of_step_N`` replaced by step N's output, and stops at a failed step.
+
+A call whose tool's policy says ``confirm`` waits for a person: every such call of the iteration is
+asked at the node's start, before anything is emitted or run; a rejected call never runs and its
+``<result>`` says why (a sequence stops there, as at a failed step); an edited one runs with the
+edited arguments. A tool's ``max_calls_per_turn`` refuses the calls past it; its ``timeout_seconds``
+bounds each call.
 """
 
 from __future__ import annotations

@@ -102,13 +102,17 @@ async def test_python_tools_are_one_service_and_the_tools_patterns_choose_what_i
 async def test_policies_set_a_calls_timeout_and_its_calls_per_turn(tmp_path, workspace):
     project = {
         "python_tools": PYTHON_TOOLS,
-        "tools": {"demo.slow_echo": {"timeout_seconds": 0.3}, "shout": {"max_calls_per_turn": 1}},
+        "tools": {
+            "demo.slow_echo": {"timeout_seconds": 0.3},
+            "shout": {"max_calls_per_turn": 1},
+            "python.word_count": {"normalizers": {"text": "lower"}},
+        },
     }
     slow = "<demo><slow_echo><text>late</text><ms>3000</ms></slow_echo></demo>"
     quick = "<demo><slow_echo><text>soon</text><ms>10</ms></slow_echo></demo>"
     shouts = (
         "<sequential><python><shout>a</shout></python>"
-        "<python><word_count>b c</word_count></python></sequential>"
+        "<python><word_count>B c</word_count></python></sequential>"
     )
     second = "<python><shout>again</shout></python><execute_tools />"
     result, model = await run_project(
@@ -135,6 +139,10 @@ async def test_policies_set_a_calls_timeout_and_its_calls_per_turn(tmp_path, wor
         ),
     ]
     assert "may run at most 1 time(s)" in model.prompts[2][-1].text
+    counted = next(c for c in of_type(result, "tool_call") if c.name == "python.word_count")
+    assert (
+        counted.args == {"text": "B c"} and counted.signature == 'python.word_count||{"text":"b c"}|default'
+    )
     assert "no answer within 0.3 s" in model.prompts[1][-1].text
 
 
@@ -260,3 +268,26 @@ async def test_an_mcp_tool_waits_too_and_an_edit_is_checked_against_its_json_sch
     events = await stream(graph, Command(resume=edited), found, thread)
     [ended] = [e for e in events if e.type == "tool_result"]
     assert ended.status == "ok" and "second commit" in ended.output and "first commit" not in ended.output
+
+
+async def test_a_project_whose_python_tools_cannot_be_offered_fails_the_run_saying_why(tmp_path, workspace):
+    broken = {
+        "tests.user_tools:NOT_A_TOOL": {"python_tools": {"bad": "tests.user_tools:NOT_A_TOOL"}},
+        "two tools are named 'shout'": {
+            "python_tools": {"one": "tests.user_tools:shout", "two": "tests.user_tools:TOOLS"}
+        },
+        "unknown tool(s) ['python.nope']": {
+            "python_tools": PYTHON_TOOLS,
+            "protocols": {"xml_contract": {"tools": ["python.nope"]}},
+        },
+    }
+    for why, project in broken.items():
+        result, model = await run_project(tmp_path, workspace, project, "<python><shout>x</shout></python>")
+        assert result.error is not None and why in result.error.message, (why, result.error)
+        assert model.prompts == []  # refused before the model was asked
+
+
+async def test_the_project_files_call_timeout_bounds_every_call_without_a_policy(tmp_path, workspace):
+    slow = "<demo><slow_echo><text>late</text><ms>3000</ms></slow_echo></demo><execute_tools />"
+    result, _ = await run_project(tmp_path, workspace, {"call_timeout_seconds": 0.3}, slow, DONE)
+    assert results(result) == [("demo.slow_echo", "error", "demo.slow_echo gave no answer within 0.3 s")]

@@ -1,0 +1,219 @@
+"""Approval before a tool runs, graph level: a thread waits in an interrupt; ``Command(resume=...)`` answers.
+
+``archive_everything`` (``tests.user_tools``) has ``confirm = true``; ``ARCHIVED`` records each time it
+really ran, so a rejected call that ran anyway would show there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from phasegraph.graphs.registry import get_protocol
+from phasegraph.graphs.run import stream_graph
+from phasegraph.nodes.events import Event
+from phasegraph.nodes.scripted import ScriptedChatModel
+from phasegraph.nodes.trace import MemoryTraceStore
+from tests import user_tools
+from tests.helpers import scripted, turn
+from tests.tool_checks import left_running
+from tests.tool_projects import demo_server, write_project
+
+PROTOCOLS = ["triggered_phase", "unified"]
+ARCHIVE = ("archive_everything", {"reason": "tidy"})
+CONFIRMED = {
+    "python_tools": {"mine": "tests.user_tools:TOOLS"},
+    "tools": {"archive_everything": {"confirm": True}},
+}
+
+
+class Thread:
+    """One checkpointed thread of a protocol, driven turn by turn as a client would."""
+
+    def __init__(self, protocol: str, folder: Path, workspace: Path, model: ScriptedChatModel, **more: Any):
+        self.spec = get_protocol(protocol)
+        self.graph = self.spec.compile(InMemorySaver())
+        path = write_project(folder, {"model": "scripted:demo", **CONFIRMED, **more})
+        self.context = self.spec.make_context(
+            project_file=str(path), workspace=str(workspace), chat_model=model
+        )
+        self.config: Any = {"configurable": {"thread_id": "approval"}}
+        self.events: list[Event] = []
+
+    async def send(self, graph_input: Any) -> list[Event]:
+        """Run until the thread ends or waits; the events of this stretch."""
+        found = [
+            e
+            async for e in stream_graph(
+                self.spec, self.graph, graph_input, self.context, self.config, traces=MemoryTraceStore()
+            )
+        ]
+        self.events += found
+        return found
+
+    async def start(self) -> dict[str, Any]:
+        """Send the user's message; the approval question the thread then waits in."""
+        await self.send({"messages": [HumanMessage("Tidy the project.")]})
+        question = await self.waiting()
+        assert question is not None, [e.type for e in self.events]
+        return question
+
+    async def answer(self, answer: Any) -> list[Event]:
+        """Resume the waiting thread with ``answer``."""
+        return await self.send(Command(resume=answer))
+
+    async def waiting(self) -> dict[str, Any] | None:
+        """The interrupt the thread waits in, if any."""
+        snapshot = await self.graph.aget_state(self.config)
+        return snapshot.interrupts[0].value if snapshot.interrupts else None
+
+    def of(self, kind: str) -> list[Any]:
+        """The events of one type so far."""
+        return [e for e in self.events if e.type == kind]
+
+    @property
+    def answer_text(self) -> str | None:
+        """The final answer, once there is one."""
+        final = self.of("final")
+        return final[-1].answer if final else None
+
+
+def _thread(protocol: str, tmp_path: Path, workspace: Path, *turns: dict[str, Any], **more: Any) -> Thread:
+    return Thread(protocol, tmp_path, workspace, scripted(*turns), **more)
+
+
+def _read(thread: Thread) -> str:
+    """What the model read on its last call."""
+    model = thread.context.chat_model
+    assert isinstance(model, ScriptedChatModel)
+    return "\n".join(str(m.content) for m in model.prompts[-1])
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_approve_runs_the_call_once_after_the_answer(protocol: str, tmp_path: Path, workspace: Path):
+    before = len(user_tools.ARCHIVED)
+    thread = _thread(protocol, tmp_path, workspace, turn("", ARCHIVE), turn("Archived."))
+    question = await thread.start()
+    assert question["type"] == "approval" and question["call"]["name"] == "archive_everything"
+    assert question["call"]["args"] == {"reason": "tidy"} and "confirm" in question["reason"]
+    assert len(user_tools.ARCHIVED) == before and thread.of("tool_call") == []  # nothing ran yet
+    (asked,) = thread.of("approval_requested")
+    assert (asked.name, asked.args, asked.call_id) == (
+        "archive_everything",
+        {"reason": "tidy"},
+        question["call"]["id"],
+    )
+    await thread.answer("approve")
+    assert user_tools.ARCHIVED[before:] == ["tidy"]
+    (answered,) = thread.of("approval_answered")
+    assert (answered.decision, answered.call_id) == ("approve", asked.call_id)
+    assert [(r.name, r.status) for r in thread.of("tool_result")] == [("archive_everything", "ok")]
+    assert thread.answer_text == "Archived." and await thread.waiting() is None
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_edit_runs_the_edited_arguments(protocol: str, tmp_path: Path, workspace: Path):
+    before = len(user_tools.ARCHIVED)
+    thread = _thread(protocol, tmp_path, workspace, turn("", ARCHIVE), turn("Archived."))
+    await thread.start()
+    await thread.answer({"decision": "edit", "args": {"reason": "edited"}})
+    assert user_tools.ARCHIVED[before:] == ["edited"]
+    assert [c.args for c in thread.of("tool_call")] == [{"reason": "edited"}]
+    assert [(a.decision, a.args) for a in thread.of("approval_answered")] == [("edit", {"reason": "edited"})]
+    assert thread.answer_text == "Archived."
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("edit", [{"bogus": 1}, {"reason": 5}, {}], ids=["unknown", "wrong-type", "missing"])
+async def test_a_bad_edit_asks_again_saying_why_and_never_runs(
+    protocol: str, edit: dict[str, Any], tmp_path: Path, workspace: Path
+):
+    before = len(user_tools.ARCHIVED)
+    thread = _thread(protocol, tmp_path, workspace, turn("", ARCHIVE), turn("Not archived."))
+    first = await thread.start()
+    await thread.answer({"decision": "edit", "args": edit})
+    again = await thread.waiting()
+    assert again is not None and again["call"] == first["call"]
+    assert again["problem"].startswith("the edited arguments do not fit archive_everything: ")
+    assert thread.of("tool_call") == [] and thread.of("approval_answered") == []
+    assert [a.problem for a in thread.of("approval_requested")] == [None, again["problem"]]
+    await thread.answer({"decision": "reject", "reason": "never mind"})
+    assert len(user_tools.ARCHIVED) == before
+    assert thread.answer_text == "Not archived."
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_reject_never_runs_and_the_model_reads_the_reason(
+    protocol: str, tmp_path: Path, workspace: Path
+):
+    before = len(user_tools.ARCHIVED)
+    thread = _thread(protocol, tmp_path, workspace, turn("", ARCHIVE), turn("I left it."))
+    await thread.start()
+    await thread.answer({"decision": "reject", "reason": "the archive is frozen today"})
+    assert len(user_tools.ARCHIVED) == before
+    (result,) = thread.of("tool_result")
+    assert result.status == "error" and "the archive is frozen today" in result.error
+    assert "A person rejected this call; it did not run. Their reason: the archive is frozen today" in _read(
+        thread
+    )
+    assert thread.answer_text == "I left it."
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize(
+    ("answer", "archived"),
+    [
+        ({"decisions": [{"type": "approve"}]}, ["tidy"]),
+        ({"decisions": [{"type": "edit", "edited_action": {"name": ARCHIVE[0], "args": {"reason": "hitl"}}}]},
+         ["hitl"]),
+        ({"decisions": [{"type": "reject", "message": "not now"}]}, []),
+    ],
+    ids=["approve", "edit", "reject"],
+)  # fmt: skip
+async def test_langchains_human_in_the_loop_answer_shape(
+    protocol: str, answer: dict[str, Any], archived: list[str], tmp_path: Path, workspace: Path
+):
+    before = len(user_tools.ARCHIVED)
+    thread = _thread(protocol, tmp_path, workspace, turn("", ARCHIVE), turn("Answered."))
+    await thread.start()
+    await thread.answer(answer)
+    assert user_tools.ARCHIVED[before:] == archived
+    assert [a.decision for a in thread.of("approval_answered")] == [answer["decisions"][0]["type"]]
+    assert thread.answer_text == "Answered."
+
+
+async def test_a_rejected_call_proposed_again_unchanged_is_a_duplicate(tmp_path: Path, workspace: Path):
+    before = len(user_tools.ARCHIVED)
+    thread = _thread(
+        "triggered_phase", tmp_path, workspace, turn("", ARCHIVE), turn("", ARCHIVE), turn("Fine.")
+    )
+    await thread.start()
+    await thread.answer("reject")
+    assert await thread.waiting() is None  # not asked a second time
+    (duplicate,) = thread.of("duplicate_tool_call")
+    assert (duplicate.name, duplicate.args) == ARCHIVE
+    assert len(thread.of("approval_requested")) == 1 and len(thread.of("tool_call")) == 1
+    assert len(user_tools.ARCHIVED) == before
+    assert thread.answer_text == "Fine."
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_no_mcp_server_runs_while_the_thread_waits(protocol: str, tmp_path: Path, workspace: Path):
+    before = len(user_tools.ARCHIVED)
+    calculate = ("demo.calculate", {"expression": "6 * 7"})
+    thread = _thread(
+        protocol, tmp_path, workspace, turn("", calculate), turn("", ARCHIVE), turn("Done."),
+        mcp_servers={"demo": demo_server()},
+    )  # fmt: skip
+    await thread.start()
+    assert [(r.name, r.status) for r in thread.of("tool_result")] == [("demo.calculate", "ok")]  # it ran
+    assert left_running("phasegraph.tools.mcp.demo_server") == []
+    await thread.answer("approve")
+    assert user_tools.ARCHIVED[before:] == ["tidy"] and thread.answer_text == "Done."
+    await thread.context.aclose()
+    assert left_running("phasegraph.tools.mcp.demo_server") == []

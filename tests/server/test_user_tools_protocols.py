@@ -32,7 +32,7 @@ from tests.tool_projects import git_repository, git_server, write_project, write
 PROTOCOLS = ["goal_pursuit", "xml_contract", "planner", "agent_network"]
 
 
-def _scripts(folder: Path, repo: Path) -> dict[str, list[dict[str, Any]]]:
+def git_log_turns(repo: Path) -> dict[str, list[dict[str, Any]]]:
     """Each protocol's turns calling ``git.git_log`` on ``repo`` once, then answering."""
     xml = f'<git><git_log>{{"repo_path": "{repo}"}}</git_log></git><execute_tools />'
     return {
@@ -44,6 +44,17 @@ def _scripts(folder: Path, repo: Path) -> dict[str, list[dict[str, Any]]]:
     }  # fmt: skip
 
 
+def network_file(folder: Path, repo: Path) -> Path:
+    """A one-agent network equipping ``git.git_log`` on ``repo`` (the repository a system parameter)."""
+    worker = {"key": "worker", "is_default": True, "allow_respond": True,
+              "prompt_template": "You are {agent_key}. Tools:\n{tools}",
+              "tools": [{"tool": "git.git_log", "agent_params": ["max_count"],
+                         "system_params": {"repo_path": str(repo)}}]}  # fmt: skip
+    network = folder / "solo.yaml"
+    network.write_text(yaml.safe_dump({"name": "solo", "agents": [worker]}), encoding="utf-8")
+    return network
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path, str]]:
     """The server, its repository and the planner's branch-making script (an allowed model)."""
@@ -51,16 +62,11 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, 
     repo = git_repository(folder / "repo")
     models = {
         protocol: f"scripted:{write_script(folder, turns, f'{protocol}.json')}"
-        for protocol, turns in _scripts(folder, repo).items()
+        for protocol, turns in git_log_turns(repo).items()
     }
     create = ("git.git_create_branch", {"repo_path": str(repo), "branch_name": "planned"})
     branch = write_script(folder, [turn("", create), turn("Made it.")], "planner-branch.json")
-    worker = {"key": "worker", "is_default": True, "allow_respond": True,
-              "prompt_template": "You are {agent_key}. Tools:\n{tools}",
-              "tools": [{"tool": "git.git_log", "agent_params": ["max_count"],
-                         "system_params": {"repo_path": str(repo)}}]}  # fmt: skip
-    network = folder / "solo.yaml"
-    network.write_text(yaml.safe_dump({"name": "solo", "agents": [worker]}), encoding="utf-8")
+    network = network_file(folder, repo)
     write_project(folder, {
         "models": models,
         "protocols": {"agent_network": {"network_file": str(network)}},

@@ -1,8 +1,9 @@
 """``langgraph dev`` (what Studio runs) in a folder holding a ``phasegraph.toml``: its tools and model.
 
-The project names the reference ``mcp-server-git`` on a repository the test made and a scripted
-model calling ``git.git_log``; ``git.git_create_branch`` waits for approval, answered as Studio and
-langgraph-sdk answer an interrupt, ``Command(resume=...)``. A branch made or not is read from outside.
+The project names the reference ``mcp-server-git`` on a repository the test made and gives every
+protocol a scripted model calling ``git.git_log`` its own way (``[models]``; agent_network's network
+from ``[protocols.agent_network]``); ``git.git_create_branch`` waits for approval, answered as Studio
+and langgraph-sdk answer an interrupt, ``Command(resume=...)``. A branch made or not is read from outside.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
+from tests.server.test_user_tools_protocols import git_log_turns, network_file
 from tests.studio.conftest import LANGGRAPH, OFFLINE, START_SECONDS, _config_in, _free_port, _wait_until_up
 from tests.studio.conftest import stream_events as _stream_events
 from tests.tool_projects import git_repository, git_server, write_project, write_script
 
-PROTOCOLS = ["triggered_phase", "unified"]
+PROTOCOLS = ["triggered_phase", "unified", "goal_pursuit", "xml_contract", "planner", "agent_network"]
 #: Settings of the environment the tests run in that would decide instead of the project file.
 OPERATOR_VARIABLES = ("PHASEGRAPH_CONFIG", "PHASEGRAPH_MCP_CONFIG")
 
@@ -44,8 +46,14 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
                        "log.json")  # fmt: skip
     create = _call("git.git_create_branch", {"repo_path": str(repo), "branch_name": "feature-x"})
     branch = write_script(folder, [create, {"content": "Done."}], "branch.json")
+    models = {
+        protocol: f"scripted:{write_script(folder, turns, f'{protocol}.json')}"
+        for protocol, turns in git_log_turns(repo).items()
+    }
     write_project(folder, {
         "model": f"scripted:{log}",
+        "models": models,
+        "protocols": {"agent_network": {"network_file": str(network_file(folder, repo))}},
         "mcp_servers": {"git": git_server(repo)},
         "tools": {"git.git_create_branch": {"confirm": True}},
     })  # fmt: skip
@@ -90,7 +98,7 @@ def _ask(text: str) -> dict[str, Any]:
 def test_a_run_uses_the_projects_git_tool_and_model(client: SyncLangGraphClient, protocol: str):
     thread_id = client.threads.create()["thread_id"]
     events, errors = _stream_events(client, thread_id, protocol, _ask("Show the history."),
-                                    context={"show_tool_outputs": True})  # fmt: skip
+                                    context={"show_tool_outputs": True}, stream_subgraphs=True)  # fmt: skip
     assert not errors
     results = [e for e in events if e.type == "tool_result"]
     assert [(e.name, e.status) for e in results] == [("git.git_log", "ok")]  # type: ignore[attr-defined]

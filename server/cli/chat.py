@@ -20,6 +20,7 @@ from rich.console import Console
 
 from phasegraph.nodes.errors import ConflictError, PhasegraphError
 from phasegraph.nodes.events import Event, Final, PhaseEnd, PhaseStart, TextChunk
+from phasegraph.server.cli.approvals import Approvals, ApproveAllOption
 from phasegraph.server.cli.durable import DurableRuns
 from phasegraph.server.cli.options import (
     ContextTypeOption,
@@ -35,7 +36,9 @@ from phasegraph.server.cli.options import (
     run_fields,
     spec_or_exit,
 )
+from phasegraph.server.cli.project_file import ConfigOption, use_project
 from phasegraph.server.cli.render import EventRenderer
+from phasegraph.server.cli.turns import answer_approvals
 
 #: Lines that end the chat (as end of input and Ctrl-C at the prompt do).
 EXIT_COMMANDS = frozenset({"/exit", "/quit"})
@@ -53,24 +56,35 @@ def chat_command(
     setting: SettingOption = None,
     context_type: ContextTypeOption = None,
     entity_id: EntityIdOption = None,
+    config: ConfigOption = None,
+    approve_all: ApproveAllOption = False,
 ) -> None:
     """Chat with a protocol on a durable thread: one turn per line; /exit, /quit or Ctrl-D ends it.
+
+    A call whose tool's policy says confirm waits for your answer on the next lines: a (approve),
+    e (edit: then the arguments as a JSON object) or r (reject: then a reason); --approve-all
+    approves every call without asking.
 
     The thread lives in the server's database (PHASEGRAPH_CHECKPOINTER): continue it with
     --thread here or in `phasegraph run`, look at it with `phasegraph inspect`. Ctrl-C cancels the
     turn under way (the thread stays usable); at the prompt it ends the chat (exit 130).
     """
     spec_or_exit(protocol)
-    fields = run_fields(model, workspace, project, show_tool_outputs, setting, context_type, entity_id)
+    use_project(config, protocols=[protocol])
+    fields = run_fields(
+        model, workspace, project, show_tool_outputs, setting, context_type, entity_id, protocol=protocol
+    )
     try:
         thread_id = check_thread_id(thread) if thread is not None else str(uuid4())
-        code = asyncio.run(_chat(protocol, thread_id, fields, Console(soft_wrap=True)))
+        code = asyncio.run(_chat(protocol, thread_id, fields, Console(soft_wrap=True), approve_all))
     except PhasegraphError as exc:  # refused before the first turn: bad settings, another protocol's thread
         refuse(exc, json_lines=False)
     raise typer.Exit(code)
 
 
-async def _chat(protocol: str, thread_id: str, fields: dict[str, Any], console: Console) -> int:
+async def _chat(
+    protocol: str, thread_id: str, fields: dict[str, Any], console: Console, approve_all: bool
+) -> int:
     """Read lines and run each as a turn until the chat ends; return the exit code."""
     async with DurableRuns(fields) as runs:
         owner = await runs.thread_protocol(thread_id)
@@ -80,6 +94,7 @@ async def _chat(protocol: str, thread_id: str, fields: dict[str, Any], console: 
         console.print(f"thread {thread_id} ({protocol}, {state}); /exit or Ctrl-D ends the chat",
                       highlight=False)  # fmt: skip
         lines = _Lines(asyncio.get_running_loop(), echo=not sys.stdin.isatty(), console=console)
+        approvals = Approvals("all" if approve_all else "ask", console, lines.answer)
         while True:
             line = await lines.next()
             if line is None:
@@ -90,7 +105,9 @@ async def _chat(protocol: str, thread_id: str, fields: dict[str, Any], console: 
             if text in EXIT_COMMANDS:
                 return 0
             try:
-                await runs.turn(protocol, text, thread_id, ChatRenderer(console))
+                render = ChatRenderer(console)
+                ended = await runs.turn(protocol, text, thread_id, render)
+                await answer_approvals(runs, protocol, thread_id, ended, render, approvals)
             except PhasegraphError as exc:  # refused before the turn ran (the thread is busy, ...)
                 console.print(f"[red]error: {exc}[/]", highlight=False)
 
@@ -112,6 +129,13 @@ class _Lines:
             self.loop.call_soon_threadsafe(self.queue.put_nowait, None)
         except RuntimeError:  # the chat ended and its loop closed while this thread still read
             return
+
+    async def answer(self) -> str | None:
+        """The next line, as the answer to a question the chat printed (``None`` at end of input)."""
+        line = await self.queue.get()
+        if line is not None and self.echo:
+            self.console.print(line.rstrip(), markup=False, highlight=False)
+        return line
 
     async def next(self) -> str | None:
         """The next line (``None`` at end of input or Ctrl-C), with a prompt."""

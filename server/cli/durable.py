@@ -18,7 +18,10 @@ from typing import Any, Self
 from phasegraph.nodes.errors import ConflictError
 from phasegraph.nodes.events import Cancelled, Event, Final, Paused
 from phasegraph.nodes.settings import ServerSettings
+from phasegraph.server.cli.approvals import Approval, approval_of
 from phasegraph.server.runs.manager import RunManager
+from phasegraph.server.runs.starting import TURN
+from phasegraph.server.storage.checkpoints import thread_config
 from phasegraph.server.storage.persistence import open_checkpointer
 from phasegraph.server.storage.records import RequestRecord
 from phasegraph.server.storage.store import RequestStore
@@ -77,15 +80,25 @@ class DurableRuns:
         found = await self.manager.store.threads(thread_id, frozenset({self.project_id}))
         return found[0].protocol if found else None
 
+    async def approval(self, protocol: str, thread_id: str) -> Approval | None:
+        """The approval the project's thread of that id waits for (``None``: none, or no such thread)."""
+        found = await self.manager.store.threads(thread_id, frozenset({self.project_id}))
+        if not found:
+            return None
+        graph = self.manager.protocol(protocol).graph
+        return approval_of((await graph.aget_state(thread_config(found[0].thread_key))).interrupts)
+
     async def turn(
-        self, protocol: str, message: str, thread_id: str, render: Callable[[Event], None]
-    ) -> Event:
+        self, protocol: str, message: str, thread_id: str, render: Callable[[Event], None],
+        graph_input: Any = TURN,
+    ) -> Event:  # fmt: skip
         """Run one user turn on the thread, rendering its events; return the event that ended it.
 
         Ctrl-C (SIGINT) during the turn cancels it: the request ends ``cancelled`` at its last
         checkpoint and the thread takes the next turn. A question the thread asked (an interrupt)
-        takes ``message`` as its answer. Refusals (another protocol's thread, one that is running,
-        a bad setting) raise before anything runs.
+        takes ``message`` as its answer; ``graph_input`` (a ``Command(resume=...)``) replaces the
+        message. Refusals (another protocol's thread, one that is running, a bad setting) raise
+        before anything runs.
         """
         manager, loop = self.manager, asyncio.get_running_loop()
         interrupted = asyncio.Event()
@@ -95,7 +108,7 @@ class DurableRuns:
             record = await manager.start(
                 manager.protocol(protocol), message, project_id=self.project_id, request_id=None,
                 thread_id=thread_id, model=None, show_tool_outputs=self.show_tool_outputs,
-                operator=self.operator,
+                operator=self.operator, graph_input=graph_input,
             )  # fmt: skip
             canceller = loop.create_task(self._cancel_on(interrupted, record))
             try:

@@ -12,13 +12,12 @@ import typer
 from rich.console import Console
 
 from phasegraph.graphs.registry import PROTOCOLS
-from phasegraph.graphs.run import stream_run
-from phasegraph.nodes.errors import PhasegraphError
-from phasegraph.nodes.events import Event, Final
+from phasegraph.nodes.errors import ConfigurationError, PhasegraphError
+from phasegraph.nodes.events import Event
 from phasegraph.nodes.redact import RedactingFilter, redact_logging
+from phasegraph.server.cli.approvals import Approvals, ApproveAllOption, parse_answer
 from phasegraph.server.cli.chat import chat_command
 from phasegraph.server.cli.dataset import dataset_app
-from phasegraph.server.cli.durable import DurableRuns, turn_exit_code
 from phasegraph.server.cli.networks import network_app
 from phasegraph.server.cli.options import (
     ContextTypeOption,
@@ -34,8 +33,11 @@ from phasegraph.server.cli.options import (
     run_fields,
     spec_or_exit,
 )
+from phasegraph.server.cli.project_file import ConfigOption, config_app, use_project
 from phasegraph.server.cli.prune import prune_command
 from phasegraph.server.cli.render import EventRenderer
+from phasegraph.server.cli.tools_list import tools_command
+from phasegraph.server.cli.turns import durable_turn, plain_turn
 from phasegraph.server.cli.usage import usage_command
 from phasegraph.server.storage.checkpoints import DEFAULT_PAGE, MAX_PAGE
 
@@ -45,7 +47,9 @@ app = typer.Typer(help="Orchestration protocols for tool-using LLM agents.", no_
 @app.command("run")
 def run_command(
     protocol: ProtocolArg,
-    message: Annotated[str, typer.Argument(help="The user's message.")],
+    message: Annotated[
+        str | None, typer.Argument(help="The user's message (none with --resume).", show_default=False)
+    ] = None,
     model: ModelOption = None,
     workspace: WorkspaceOption = None,
     project: ProjectOption = "default",
@@ -61,25 +65,52 @@ def run_command(
             "new or continued; without it the run keeps nothing."
         ),
     ] = None,
+    config: ConfigOption = None,
+    approve_all: ApproveAllOption = False,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            help="Answer the approval the --thread waits for (exit 3 left it waiting): approve, reject, "
+            'or JSON such as \'{"decision": "edit", "args": {...}}\' or '
+            '\'{"decision": "reject", "reason": "..."}\'.'
+        ),
+    ] = None,
 ) -> None:
     """Run one user turn and stream its events; exit 0 on a final answer, 1 after an error.
 
+    A call whose tool's policy says confirm waits for approval: on a terminal you are asked
+    (approve, edit the arguments, or reject with a reason); --approve-all approves every call; with
+    --json, or when standard input is no terminal, the run prints the waiting call as one JSON line
+    ({"type": "interrupt", ...}) and exits 3: answer it later with --thread ID --resume ANSWER.
+
     With --thread, a turn that ends asking you a question also exits 0 (answer with the next
-    turn), and one cancelled with Ctrl-C exits 130.
+    turn), and one cancelled with Ctrl-C exits 130. Exit 2: bad input (refused before any run).
     """
     spec_or_exit(protocol, json_lines)
-    fields = run_fields(
-        model, workspace, project, show_tool_outputs, setting, context_type, entity_id, json_lines=json_lines
-    )
-    render: Callable[[Event], None] = _print_json if json_lines else EventRenderer(Console())
+    use_project(config, protocols=[protocol], json_lines=json_lines)
+    try:
+        answer = parse_answer(resume) if resume is not None else None
+        if answer is not None and thread is None:
+            raise ConfigurationError("--resume answers a --thread's approval: name the thread with --thread")
+        if answer is None and message is None:
+            raise ConfigurationError("give the user's message (or --resume with --thread)")
+    except PhasegraphError as exc:
+        refuse(exc, json_lines)
+    fields = run_fields(model, workspace, project, show_tool_outputs, setting, context_type, entity_id,
+                        json_lines=json_lines, protocol=protocol)  # fmt: skip
+    console = Console(stderr=json_lines)
+    render: Callable[[Event], None] = _print_json if json_lines else EventRenderer(console)
+    approvals = Approvals.for_run(approve_all, json_lines, console)
     try:
         if thread is not None:
-            ended = asyncio.run(_durable_turn(protocol, message, check_thread_id(thread), fields, render))
-            raise typer.Exit(turn_exit_code(ended))
-        finished = asyncio.run(_stream(protocol, message, fields, render))
+            code = asyncio.run(
+                durable_turn(protocol, message, check_thread_id(thread), fields, render, approvals, answer)
+            )
+        else:
+            code = asyncio.run(plain_turn(protocol, message or "", fields, render, approvals))
     except PhasegraphError as exc:  # raised before the run started: bad spec, script, workspace, thread
         refuse(exc, json_lines)
-    raise typer.Exit(0 if finished else 1)
+    raise typer.Exit(code)
 
 
 @app.command("protocols")
@@ -100,9 +131,16 @@ def graph_command(protocol: Annotated[str, typer.Argument(help="Protocol id.")])
 def serve_command(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    config: ConfigOption = None,
 ) -> None:
-    """Serve the HTTP API and web page (settings from PHASEGRAPH_* variables)."""
+    """Serve the HTTP API and web page (settings from PHASEGRAPH_* variables).
+
+    The project file (--config, PHASEGRAPH_CONFIG or ./phasegraph.toml) is checked first: a
+    malformed one is refused with exit code 2, every problem listed.
+    """
     import uvicorn
+
+    use_project(config)
 
     uvicorn.run("phasegraph.server.app:app", host=host, port=port, log_level="info", log_config=_log_config())
 
@@ -144,10 +182,12 @@ def inspect_command(
 
 
 app.command("chat")(chat_command)
+app.command("tools")(tools_command)
 app.command("usage")(usage_command)
 app.command("prune")(prune_command)
 app.add_typer(network_app, name="network")
 app.add_typer(dataset_app, name="dataset")
+app.add_typer(config_app, name="config")
 
 
 def main() -> None:
@@ -155,23 +195,6 @@ def main() -> None:
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
     redact_logging()
     app()
-
-
-async def _stream(
-    protocol: str, message: str, fields: dict[str, Any], render: Callable[[Event], None]
-) -> bool:
-    finished = False
-    async for event in stream_run(protocol, message, **fields):
-        render(event)
-        finished = finished or isinstance(event, Final)
-    return finished
-
-
-async def _durable_turn(
-    protocol: str, message: str, thread_id: str, fields: dict[str, Any], render: Callable[[Event], None]
-) -> Event:
-    async with DurableRuns(fields) as runs:
-        return await runs.turn(protocol, message, thread_id, render)
 
 
 def _print_json(event: Event) -> None:

@@ -13,6 +13,7 @@ from phasegraph.graphs.registry import ProtocolSpec, get_protocol
 from phasegraph.nodes.errors import ConfigurationError, PhasegraphError
 from phasegraph.nodes.events import ErrorEvent
 from phasegraph.nodes.models import DEMO_MODEL, DEMO_WORKSPACE
+from phasegraph.nodes.project import load_project
 
 ProtocolArg = Annotated[str, typer.Argument(help="Protocol id (see `phasegraph protocols`).")]
 ModelOption = Annotated[str | None, typer.Option(help="Model spec: provider:model or scripted:<path>.")]
@@ -40,20 +41,31 @@ THREAD_ID = re.compile(r"[A-Za-z0-9._:-]{1,200}")
 def run_fields(
     model: str | None, workspace: str | None, project: str, show_tool_outputs: bool,
     setting: list[str] | None, context_type: str | None, entity_id: str | None, *, json_lines: bool = False,
+    protocol: str = "",
 ) -> dict[str, Any]:  # fmt: skip
     """The Context fields of a run the command's options ask for (exit 2 on a malformed ``--setting``).
 
-    Without ``--model`` the run is offline, on the bundled demo script and data (a note says so).
+    Without ``--model`` the run is offline, on the bundled demo script and data (a note says so),
+    unless the project file in force names a model (and maybe a workspace): the run takes the
+    file's (an option given on the command line wins over the file).
     """
     try:
         extra = parse_settings(setting or [])
+        in_force = load_project()
     except ConfigurationError as exc:
         refuse(exc, json_lines)
     if context_type is not None:
         extra["context_type"] = context_type
     if entity_id is not None:
         extra["entity_id"] = entity_id
-    if model is None:
+    if in_force is not None:  # left at the Context's defaults, the project file's model and workspace apply
+        if model is None and in_force.file.model_for(protocol) is None:
+            Console(stderr=True, soft_wrap=True).print(
+                f"No --model given and {in_force.path.name} names none: running offline on the bundled "
+                "demo script."
+            )
+        model, workspace = model or DEMO_MODEL, workspace or ""
+    elif model is None:
         model = DEMO_MODEL
         workspace = workspace or str(DEMO_WORKSPACE)
         Console(stderr=True, soft_wrap=True).print(
@@ -61,7 +73,7 @@ def run_fields(
         )
     return {
         "model": model,
-        "workspace": workspace or ".",
+        "workspace": workspace if workspace is not None else ".",
         "project_id": project,
         "show_tool_outputs": show_tool_outputs,
         **extra,

@@ -10,6 +10,8 @@ from rich.panel import Panel
 from phasegraph.nodes.events import (
     AgentState,
     AgentStep,
+    ApprovalAnswered,
+    ApprovalRequested,
     BudgetExhaustedEvent,
     Cancelled,
     ContextUpdate,
@@ -121,6 +123,8 @@ class EventRenderer:
                 mark = "[green]✓[/]" if event.status == "ok" else f"[red]✗ {event.error}[/]"
                 output = f"\n[dim]{event.output}[/]" if event.output else ""
                 return f"  {mark} {event.name} in {event.duration_ms:.1f} ms{output}"
+            case ApprovalRequested() | ApprovalAnswered():
+                return _approval_line(event)
             case DuplicateToolCall():
                 return (
                     f"  [yellow]⟲ refused duplicate {event.name}({_args(event.args)}) "
@@ -164,6 +168,17 @@ def _session_line(event: Session | LastTurnContext | AgentState) -> str | None:
         case AgentState() if event.state == "waiting_on_user":
             return f"[bold yellow]… waiting on you: {event.details or ''}[/]"
     return None  # thinking / executing: the following events show it
+
+
+def _approval_line(event: ApprovalRequested | ApprovalAnswered) -> str:
+    """A call waiting for a person's approval, or their answer."""
+    if isinstance(event, ApprovalRequested):
+        problem = f" [red](last answer not taken: {event.problem})[/]" if event.problem else ""
+        return f"  [bold yellow]⏸ {event.name}({_args(event.args)}) waits for approval[/]{problem}"
+    if event.decision == "reject":
+        return f"  [red]✗ rejected {event.name}: {event.reason or 'no reason given'}[/]"
+    edited = f" with edited arguments {_args(event.args)}" if event.decision == "edit" else ""
+    return f"  [green]✔ approved {event.name}{edited}[/]"
 
 
 def _stop_line(event: Paused | Cancelled) -> str:

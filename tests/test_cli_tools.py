@@ -1,0 +1,369 @@
+"""The command line of a project file: ``--config``, ``config check``, ``tools`` and approvals.
+
+Projects name the reference ``mcp-server-git`` (a real server over stdio, on a repository each test
+makes) and Python tools from ``tests/user_tools.py``. Runs are the installed console script in a
+subprocess (``tests`` importable through PYTHONPATH), on the scripted model; approvals are answered
+on a real pseudo-terminal, through ``phasegraph chat``'s input lines, by ``--approve-all`` and by a
+later ``--resume``. What a call did is read from the repository itself (``git branch``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from phasegraph.nodes.project import ENV_VAR
+from phasegraph.server.cli.main import app
+from tests.helpers import turn
+from tests.tool_projects import git_repository, git_server, write_project, write_script
+
+PHASEGRAPH = str(Path(sys.executable).parent / "phasegraph")
+ROOT = Path(__file__).resolve().parent.parent
+#: One command can take a while on a loaded machine (Python, LangChain and an MCP server start).
+TIMEOUT = 240
+runner = CliRunner()
+USER_TOOLS = "tests.user_tools:"
+
+
+@pytest.fixture(autouse=True)
+def _no_project_in_force(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--config`` sets PHASEGRAPH_CONFIG in this process (CliRunner): restore it after each test."""
+    monkeypatch.setenv(ENV_VAR, "")
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+    return {**env, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "200",
+            "PHASEGRAPH_CHECKPOINTER": f"sqlite:{tmp_path / 'state.db'}"}  # fmt: skip
+
+
+def _cli(tmp_path: Path, *args: str, stdin: str | None = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PHASEGRAPH, *args], cwd=tmp_path, env=_env(tmp_path), input=stdin, capture_output=True, text=True,
+        timeout=TIMEOUT,
+    )  # fmt: skip
+
+
+def _lines(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def _branches(repo: Path) -> set[str]:
+    listed = subprocess.run(["git", "-C", str(repo), "branch", "--format=%(refname:short)"],
+                            capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return set(listed.split())
+
+
+def _git_project(
+    tmp_path: Path, turns: list[dict[str, Any]], follow_ups: list[Any] | None = None, **more: Any
+) -> tuple[Path, Path]:
+    """A project naming the git server (its branch creation waits for approval); (project file, repo)."""
+    repo = tmp_path / "repo"
+    if not repo.exists():
+        git_repository(repo)
+    script = write_script(tmp_path, turns, follow_ups=follow_ups or [])
+    data = {"model": f"scripted:{script}", "workspace": ".", "mcp_servers": {"git": git_server(repo)},
+            "tools": {"git.git_create_branch": {"confirm": True}}, **more}  # fmt: skip
+    return write_project(tmp_path, data), repo
+
+
+def _branch_turns(repo: Path, name: str = "feature") -> list[dict[str, Any]]:
+    create = ("git.git_create_branch", {"repo_path": str(repo), "branch_name": name})
+    return [turn("", create), turn("Done.")]
+
+
+# --- config check ----------------------------------------------------------------------------------
+
+
+def test_config_check_passes_a_valid_project_with_a_summary(tmp_path: Path):
+    path, _ = _git_project(
+        tmp_path, [turn("Hi.")],
+        python_tools={"mine": USER_TOOLS + "TOOLS", "count": USER_TOOLS + "word_count"},
+        protocols={"triggered_phase": {"tools": ["git.*", "shout"], "max_phase_cycles_per_turn": 2}},
+        models={"planner.reviewer": "scripted:demo"},
+    )  # fmt: skip
+    result = runner.invoke(app, ["config", "check", str(path)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"ok: {path}: ")
+    for part in ("2 model(s)", "1 MCP server(s)", "3 Python tool(s) from 2 source(s)", "1 tool policy(ies)"):
+        assert part in result.stdout
+
+
+BROKEN = {
+    "toml syntax": (
+        'model = "x"\n[tools\nconfirm = true\n',
+        ["phasegraph.toml: not valid TOML: Expected ']' at the end of a table declaration (at line 2"],
+    ),
+    "unknown key": ('model = "scripted:demo"\nmodle = "x"\n', ["phasegraph.toml:2: modle: unknown key"]),
+    "wrong type": (
+        'model = "scripted:demo"\n\nconnect_timeout_seconds = "soon"\n',
+        ["phasegraph.toml:3: connect_timeout_seconds: Input should be a valid number"],
+    ),
+    "wrong policy type": ('[tools.shout]\nconfirm = "maybe"\n', ["phasegraph.toml:2: tools.shout.confirm:"]),
+    "unknown protocol setting": (
+        "[protocols.triggered_phase]\nmax_phase_cycles_per_turn = 2\nmax_cycles = 3\n",
+        ["phasegraph.toml:3: protocols.triggered_phase.max_cycles: triggered_phase has no such setting"],
+    ),
+    "wrong protocol setting type": (
+        '[protocols.unified]\nmax_tool_args_chars = "big"\n',
+        ["phasegraph.toml:2: protocols.unified.max_tool_args_chars: Input should be a valid integer"],
+    ),
+    "bad python import path": (
+        '[python_tools]\nmine = "tests.user_tools:TOOLS"\ngone = "tests.no_such_module:tools"\n'
+        'odd = "tests.user_tools:NOT_A_TOOL"\n',
+        ["phasegraph.toml:3: python_tools.gone: python tool source 'gone': cannot import 'tests.no_such_",
+         "phasegraph.toml:4: python_tools.odd: python tool source 'odd'"],
+    ),
+    "bad mcp server": (
+        '[mcp_servers.git]\ntransport = "stdio"\ncommand = "git"\n\n[mcp_servers.odd]\ncommand = "x"\n',
+        ["phasegraph.toml:5: mcp_servers.odd: 'transport' must be 'stdio', 'streamable_http' or 'sse'"],
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_config_check_names_each_problems_key_and_line_and_exits_two(tmp_path: Path, case: str):
+    text, expected = BROKEN[case]
+    path = tmp_path / "phasegraph.toml"
+    path.write_text(text, encoding="utf-8")
+    result = runner.invoke(app, ["config", "check", str(path)])
+    assert result.exit_code == 2, result.output
+    for part in expected:
+        assert part in result.stdout, result.stdout
+    assert len(result.stdout.splitlines()) == len(expected)  # one line per problem, nothing else
+    assert "ok:" not in result.stdout
+
+
+def test_config_check_lists_every_problem_of_a_file(tmp_path: Path):
+    path = tmp_path / "phasegraph.toml"
+    path.write_text(
+        'modle = "x"\ncall_timeout_seconds = -1\n[tools."git.*"]\nconfirm = 3\n', encoding="utf-8"
+    )
+    result = runner.invoke(app, ["config", "check", str(path)])
+    assert result.exit_code == 2
+    lines = result.stdout.splitlines()
+    assert [line.split(": ")[0:2] for line in lines] == [
+        ["phasegraph.toml:1", "modle"], ["phasegraph.toml:2", "call_timeout_seconds"],
+        ["phasegraph.toml:4", "tools.git.*.confirm"],
+    ]  # fmt: skip
+
+
+def test_config_check_without_a_file_in_force_exits_two(tmp_path: Path):
+    result = runner.invoke(app, ["config", "check", str(tmp_path / "missing.toml")])
+    assert result.exit_code == 2 and "cannot be read" in result.stdout
+
+
+def test_a_run_with_a_malformed_project_is_refused_before_it_runs(tmp_path: Path):
+    path = tmp_path / "phasegraph.toml"
+    path.write_text('modle = "x"\n[protocols.triggered_phase]\nmax_cycles = 3\n', encoding="utf-8")
+    result = runner.invoke(app, ["run", "triggered_phase", "Hi", "--config", str(path), "--json"])
+    assert result.exit_code == 2
+    refusal = _lines(result.stdout)
+    assert (
+        len(refusal) == 1
+        and refusal[0]["type"] == "error"
+        and "phasegraph.toml:1: modle" in refusal[0]["message"]
+    )
+    assert "phasegraph.toml:1: modle: unknown key" in result.stderr
+    # a file that parses but sets what the protocol does not have is refused too, every problem named
+    path.write_text("[protocols.triggered_phase]\nmax_cycles = 3\nbudget = 1\n", encoding="utf-8")
+    result = runner.invoke(app, ["run", "triggered_phase", "Hi", "--config", str(path)])
+    assert result.exit_code == 2
+    assert "phasegraph.toml:2: protocols.triggered_phase.max_cycles" in result.stderr
+    assert "phasegraph.toml:3: protocols.triggered_phase.budget" in result.stderr
+    assert "final answer" not in result.stdout
+
+
+# --- tools -----------------------------------------------------------------------------------------
+
+
+def test_tools_lists_builtin_mcp_and_python_tools_with_their_sources(tmp_path: Path):
+    path, _ = _git_project(
+        tmp_path, [turn("Hi.")],
+        python_tools={"mine": "tests.user_tools:TOOLS", "count": "tests.user_tools:word_count"},
+        protocols={"unified": {"tools": ["git.git_log", "word_count"]}},
+    )  # fmt: skip
+    done = _cli(tmp_path, "tools", "--json", "--config", str(path))
+    assert done.returncode == 0, done.stderr
+    listing = json.loads(done.stdout)
+    assert set(listing) == {"triggered_phase", "unified", "goal_pursuit", "agent_network", "xml_contract",
+                            "planner"}  # fmt: skip
+    tools = {t["name"]: t for t in listing["triggered_phase"]["tools"]}
+    assert tools["list_files"]["source"] == "builtin"
+    assert tools["word_count"]["source"] == "python:count" and "text" in tools["word_count"]["parameters"]
+    assert tools["shout"]["source"] == tools["archive_everything"]["source"] == "python:mine"
+    assert tools["git.git_log"]["source"] == "mcp:git"
+    assert "repo_path" in tools["git.git_log"]["parameters"] and tools["git.git_log"]["description"]
+    assert tools["git.git_create_branch"]["policy"] == {"confirm": True}
+    assert tools["git.git_log"]["policy"] == {}
+    assert {"git.git_status", "git.git_diff", "git.git_commit"} <= set(tools)
+    # the protocol's tools patterns choose what it sees
+    assert {t["name"] for t in listing["unified"]["tools"]} == {"git.git_log", "word_count"}
+    assert listing["triggered_phase"]["unavailable"] == {}
+    assert "note" in listing["xml_contract"]
+
+
+def test_tools_names_a_server_that_did_not_start_and_still_exits_zero(tmp_path: Path):
+    path, _ = _git_project(tmp_path, [turn("Hi.")])
+    text = path.read_text(encoding="utf-8")
+    broken = '\n[mcp_servers.broken]\ntransport = "stdio"\ncommand = "no-such-command-here"\nargs = []\n'
+    path.write_text(text + broken, encoding="utf-8")
+    done = _cli(tmp_path, "tools", "--protocol", "triggered_phase", "--config", str(path))
+    assert done.returncode == 0, done.stderr
+    assert "triggered_phase" in done.stdout and "git.git_log [mcp:git]" in done.stdout
+    assert "MCP server 'broken' did not start:" in done.stdout
+    as_json = json.loads(_cli(tmp_path, "tools", "--protocol", "triggered_phase", "--json", "--config",
+                              str(path)).stdout)  # fmt: skip
+    assert list(as_json) == ["triggered_phase"] and set(as_json["triggered_phase"]["unavailable"]) == {
+        "broken"
+    }
+
+
+# --- runs with the project's tools -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("protocol", ["triggered_phase", "unified"])
+def test_run_calls_the_git_servers_tool_for_real(tmp_path: Path, protocol: str):
+    repo = git_repository(tmp_path / "repo")
+    log = ("git.git_log", {"repo_path": str(repo)})
+    path, _ = _git_project(tmp_path, [turn("", log), turn("Two commits.")])
+    done = _cli(
+        tmp_path, "run", protocol, "What happened?", "--json", "--show-tool-outputs", "--config", str(path)
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    events = _lines(done.stdout)
+    results = [e for e in events if e["type"] == "tool_result"]
+    assert [(r["name"], r["status"]) for r in results] == [("git.git_log", "ok")]
+    assert "second commit" in results[0]["output"] and "first commit" in results[0]["output"]
+    assert events[-1]["type"] == "final" and events[-1]["answer"] == "Two commits."
+    assert "No --model given" not in done.stderr  # the project's model ran
+
+
+# --- approvals -----------------------------------------------------------------------------------
+
+
+def _on_a_terminal(tmp_path: Path, args: list[str], answers: str) -> subprocess.CompletedProcess[str]:
+    """Run the command with a pseudo-terminal as its standard input, answers typed in advance."""
+    controller, terminal = pty.openpty()
+    try:
+        os.write(controller, answers.encode())
+        done = subprocess.run([PHASEGRAPH, *args], cwd=tmp_path, env=_env(tmp_path), stdin=terminal,
+                              capture_output=True, text=True, timeout=TIMEOUT)  # fmt: skip
+    finally:
+        os.close(terminal)
+        os.close(controller)
+    return done
+
+
+@pytest.mark.parametrize(
+    ("answers", "branches", "seen"),
+    [
+        ("a\n", {"feature"}, "✔ approved git.git_create_branch"),
+        ('edit\n{"repo_path": "REPO", "branch_name": "edited"}\n', {"edited"}, "with edited arguments"),
+        ("r\nnot on a Friday\n", set(), "✗ rejected git.git_create_branch: not on a Friday"),
+    ],
+    ids=["approve", "edit", "reject"],
+)
+def test_run_asks_on_the_terminal_before_the_call(
+    tmp_path: Path, answers: str, branches: set[str], seen: str
+):
+    repo = git_repository(tmp_path / "repo")
+    path, _ = _git_project(tmp_path, _branch_turns(repo))
+    before = _branches(repo)
+    done = _on_a_terminal(tmp_path, ["run", "triggered_phase", "Make a branch", "--config", str(path)],
+                          answers.replace("REPO", str(repo)))  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "? git.git_create_branch waits for your approval" in done.stdout
+    assert '"branch_name": "feature"' in done.stdout  # the call it asks about, arguments shown
+    assert seen in done.stdout
+    assert _branches(repo) - before == branches
+    assert "final answer" in done.stdout
+
+
+def test_a_bad_edit_is_asked_again_and_the_second_answer_runs(tmp_path: Path):
+    repo = git_repository(tmp_path / "repo")
+    path, _ = _git_project(tmp_path, _branch_turns(repo))
+    answers = 'e\n[1]\n{"branch_name": 5}\na\n'  # not an object; then wrong for the schema; then approve
+    done = _on_a_terminal(
+        tmp_path, ["run", "triggered_phase", "Make a branch", "--config", str(path)], answers
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the arguments are one JSON object" in done.stdout
+    assert (
+        "your last answer was not taken: the edited arguments do not fit git.git_create_branch" in done.stdout
+    )
+    assert "feature" in _branches(repo)
+
+
+def test_approve_all_approves_without_asking(tmp_path: Path):
+    repo = git_repository(tmp_path / "repo")
+    path, _ = _git_project(tmp_path, _branch_turns(repo))
+    done = _cli(tmp_path, "run", "triggered_phase", "Make a branch", "--approve-all", "--config", str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "waits for your approval" not in done.stdout and "✔ approved git.git_create_branch" in done.stdout
+    assert "feature" in _branches(repo)
+
+
+@pytest.mark.parametrize("protocol", ["triggered_phase", "unified"])
+def test_json_exits_three_with_the_interrupt_and_a_later_resume_finishes(tmp_path: Path, protocol: str):
+    repo = git_repository(tmp_path / "repo")
+    path, _ = _git_project(tmp_path, _branch_turns(repo))
+    config = ["--config", str(path), "--json"]
+    asked = _cli(tmp_path, "run", protocol, "Make a branch", "--thread", "t-1", *config)
+    assert asked.returncode == 3, asked.stdout + asked.stderr
+    lines = _lines(asked.stdout)
+    waiting = lines[-1]
+    assert waiting["type"] == "interrupt" and waiting["threadId"] == "t-1" and waiting["protocol"] == protocol
+    assert waiting["value"]["type"] == "approval"
+    assert waiting["value"]["call"]["name"] == "git.git_create_branch"
+    assert waiting["value"]["call"]["args"] == {"repo_path": str(repo), "branch_name": "feature"}
+    assert [e["type"] for e in lines[-3:-1]] == ["approval_requested", "paused"]
+    assert "feature" not in _branches(repo)  # nothing ran before its approval
+    # a resume that is no answer is asked again: still waiting, still exit 3
+    again = _cli(tmp_path, "run", protocol, "--thread", "t-1", "--resume", '{"decision": "maybe"}', *config)
+    assert again.returncode == 3, again.stdout + again.stderr
+    assert "'decision' must be approve, edit or reject" in _lines(again.stdout)[-1]["value"]["problem"]
+    resumed = _cli(tmp_path, "run", protocol, "--thread", "t-1", "--resume", "approve", *config)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    events = _lines(resumed.stdout)
+    assert [(e["name"], e["status"]) for e in events if e["type"] == "tool_result"] == [
+        ("git.git_create_branch", "ok")
+    ]
+    assert events[-1]["type"] == "final" and "feature" in _branches(repo)
+    # nothing waits now: a resume is refused
+    late = _cli(tmp_path, "run", protocol, "--thread", "t-1", "--resume", "approve", *config)
+    assert late.returncode == 2 and "waits for no approval" in late.stderr
+
+
+def test_a_plain_run_without_a_terminal_exits_three_and_keeps_nothing(tmp_path: Path):
+    repo = git_repository(tmp_path / "repo")
+    path, _ = _git_project(tmp_path, _branch_turns(repo))
+    done = _cli(tmp_path, "run", "triggered_phase", "Make a branch", "--config", str(path))
+    assert done.returncode == 3, done.stdout + done.stderr
+    waiting = json.loads(done.stdout.splitlines()[-1])
+    assert waiting["type"] == "interrupt" and waiting["threadId"] is None
+    assert "run it with --thread ID" in done.stderr and "feature" not in _branches(repo)
+
+
+def test_resume_needs_a_thread(tmp_path: Path):
+    result = runner.invoke(app, ["run", "triggered_phase", "--resume", "approve"])
+    assert result.exit_code == 2 and "--thread" in result.stderr
+
+
+def test_chat_asks_on_its_input_lines(tmp_path: Path):
+    repo = git_repository(tmp_path / "repo")
+    path, _ = _git_project(tmp_path, _branch_turns(repo, "one"), follow_ups=[_branch_turns(repo, "two")])
+    lines = "Make branch one\nr\nnot that one\nMake branch two\na\n/exit\n"
+    done = _cli(tmp_path, "chat", "triggered_phase", "--config", str(path), stdin=lines)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("waits for your approval") == 2
+    assert "✗ rejected git.git_create_branch: not that one" in done.stdout
+    assert _branches(repo) >= {"two"} and "one" not in _branches(repo)

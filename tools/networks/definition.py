@@ -1,7 +1,8 @@
 """What a person writes: a network of agents in YAML or JSON, validated by pydantic.
 
-Each agent has a prompt template, the tools it is equipped with (and which of their parameters
-it may fill in itself; the rest are system parameters merged in when the tool runs), the agents
+Each agent has a prompt template, the tools it is equipped with by name (workspace tools, MCP tools
+as ``<server>.<tool>``, Python tools; which of their parameters it may fill in itself: the rest are
+system parameters merged in when the tool runs), the agents
 it may hand control to, whether it may respond to the user, and whether it is where runs start.
 """
 
@@ -27,7 +28,10 @@ class _Strict(BaseModel):
 class EquippedTool(_Strict):
     """A tool an agent may call."""
 
-    tool: str = Field(description="Name of a registered tool.")
+    tool: str = Field(
+        description="Name of a tool the project gives agent_network: a workspace tool (read_file), an MCP "
+        "server's tool as <server>.<tool> (git.git_log) or a Python tool by its own name."
+    )
     agent_params: list[str] | None = Field(
         default=None,
         description="Parameters the agent may fill in; the others are system parameters. "

@@ -4,7 +4,8 @@ SSE frames are parsed back into the event union. The offline demo (the planner l
 calls ``agent_create_plan``, a structured call drafts three steps, the executor subgraph runs them,
 the planner answers) streams through ``POST /api/agent/stream`` and is accounted for call by call in
 ``GET /api/usage``. A plan held for review runs when the user approves it in the next turn, on a
-restarted server; a destructive call waits in an interrupt for the user's yes. Through the generic
+restarted server; a destructive call waits for an explicit approval (an interrupt answered through the
+native resume route), and a rejection holds even when the model makes the call again. Through the generic
 route the demo is paused at its pause points and resumed, on a restarted server or another replica,
 or killed in the middle of a plan step and taken over, and no tool that completed ever runs again.
 A failed tool lands in ``GET /api/errors``; both ledgers show only the caller's projects.
@@ -113,12 +114,13 @@ def scripts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
             turn("Here is the plan for Orbit. Shall I run it?"),
             follow_ups=[[turn("", ("agent_execute_plan", {"plan_id": DRAFT_PLAN})), turn("Orbit is up.")]],
         ),
-        # turn 1 asks to archive (it waits for the yes); turn 2 makes the same call again
+        # the call waits for approval; rejected, the model makes it again, and it waits again
         "archive": _script(
             folder,
             "archive",
             turn("", ("archive_project", {})),
-            follow_ups=[[turn("", ("archive_project", {})), turn("Orbit is archived.")]],
+            turn("", ("archive_project", {})),
+            turn("Orbit is archived."),
         ),
         "unknown_task": _script(
             folder,
@@ -407,7 +409,9 @@ def test_a_plan_held_for_review_runs_when_the_user_approves_it_after_a_restart(s
     _check_sums(report)
 
 
-def test_a_destructive_call_waits_in_an_interrupt_for_the_users_yes(server: Server, scripts):
+def test_a_destructive_call_waits_for_an_approval_and_a_rejection_holds_when_asked_again(
+    server: Server, scripts
+):
     scope, thread = "planner-archive", "archive-orbit"
 
     async def create(store: PlanningStore) -> None:
@@ -416,42 +420,41 @@ def test_a_destructive_call_waits_in_an_interrupt_for_the_users_yes(server: Serv
     _planning(server, create)
     body = {"contextType": "project", "entityId": "orbit", "projectId": scope, "threadId": thread}
     body["model"] = scripts["archive"]
+    resume = "/api/requests/archive-1/resume"
     with httpx.Client(base_url=server.url) as client:
         asked = stream(
             client, "POST", AGENT, json={**body, "message": "Archive Orbit", "requestId": "archive-1"}
         )
         timeline = client.get(f"/api/threads/{thread}/checkpoints").json()
-        waiting = client.get(f"/api/threads/{thread}/checkpoints/{timeline[-1]['checkpointId']}").json()
-        status = client.get("/api/requests/archive-1").json()["status"]
         still_active = _projects(server, scope)
-        done = stream(
-            client, "POST", AGENT, json={**body, "message": "yes, archive it", "requestId": "archive-2"}
-        )
+        no = {"answer": {"decision": "reject", "reason": "No! Do not archive it."}}
+        rejected = stream(client, "POST", resume, json=no, params={"projectId": scope})
+        after_no = _projects(server, scope)
+        done = stream(client, "POST", resume, json={"answer": "approve"}, params={"projectId": scope})
         after = latest_values(client, thread)
 
-    # turn 1: the call waits for the yes, the turn ends with the question and the graph in an interrupt
-    assert not tool_events(asked)[0] and asked[-1].type == "final"
-    final = asked[-1]
-    assert isinstance(final, Final) and "archive_project" in final.answer and "yes or no" in final.answer
-    states = [e for e in asked if isinstance(e, AgentState)]
-    assert (states[-1].state, states[-1].details) == ("waiting_on_user", "confirm archive_project")
-    assert status == "completed" and still_active == [("orbit", "active")]
-    assert timeline[-1]["next"] == ["await_confirmation"]
-    confirming = waiting["values"]["pending_confirmation"]
-    assert (confirming["name"], confirming["args"]) == ("archive_project", {})
-    # turn 2: the answer resumes the interrupt; the planner makes the call again and it runs
-    [carried] = [e for e in done if isinstance(e, LastTurnContext)]
-    assert carried.pending_confirmation is not None
-    assert carried.pending_confirmation["name"] == "archive_project"
-    calls, results = tool_events(done)
-    assert [(e.name, e.args) for e in calls] == [("archive_project", {})]
+    # the call waits before anything of it runs: the run pauses at the interrupt, in run_tools
+    assert not tool_events(asked)[0] and asked[-1].type == "paused" and asked[-1].reason == "interrupt"
+    [question] = [e for e in asked if e.type == "approval_requested"]
+    assert (question.name, question.args) == ("archive_project", {})
+    assert timeline[-1]["next"] == ["run_tools"] and still_active == [("orbit", "active")]
+    # rejected: the call does not run, the model reads why and makes it again, and it waits again
+    results = tool_events(rejected)[1]
+    assert [(e.name, e.status) for e in results] == [("archive_project", "error")]
+    assert "No! Do not archive it." in (results[0].error or "")
+    assert [e.type for e in rejected if e.type.startswith("approval")] == [
+        "approval_answered",
+        "approval_requested",
+    ]
+    assert rejected[-1].type == "paused" and after_no == [("orbit", "active")]
+    # approved: it runs once
+    results = tool_events(done)[1]
     assert [(e.name, e.status) for e in results] == [("archive_project", "ok")]
     archived = done[-1]
     assert isinstance(archived, Final) and archived.answer == "Orbit is archived."
     assert _projects(server, scope) == [("orbit", "archived")]
-    assert after["pending_confirmation"] is None
     humans = [m["kwargs"]["content"] for m in after["messages"] if m["kwargs"]["type"] == "human"]
-    assert humans == ["Archive Orbit", "yes, archive it"]
+    assert humans == ["Archive Orbit"]  # answers are no messages
 
 
 def test_pausing_at_every_pause_point_then_resuming_runs_each_tool_once(

@@ -5,7 +5,7 @@ of a paused run) of a thread whose run finished, or that waits for the answer to
 run nothing: the driver went on with nothing again and again, the thread stayed busy for good and
 every later run waited or was refused. Each route now answers 409 naming why, and the next run on
 the thread completes. One server: the demo for the LangGraph API, a paced planner script that
-lists projects and then archives one (asking first) for the other two.
+lists projects and then archives one (the call waits for an approval) for the other two.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     script = write_script(
         folder,
         turn("", ("list_projects", {})),
-        turn("", ("archive_project", {})),  # the planner asks first
+        turn("", ("archive_project", {})),  # it waits for an approval
         turn("Orbit is archived."),
-        # each later message (asked to archive, or the yes that runs it) calls it again
+        # a later message asks to archive it: the call waits for an approval again
         follow_ups=[[turn("", ("archive_project", {})), turn("Orbit is archived.")]],
         chunk_delay_ms=20,  # paced, so a pause asked at the start lands at the first pause point
     )
@@ -88,7 +88,7 @@ def test_the_langgraph_api_refuses_to_resume_a_finished_thread_and_keeps_it_usab
     assert again.status_code == 200 and again.json()["answer"], again.text
 
 
-def test_the_native_resume_of_a_thread_waiting_for_an_answer_is_refused_and_the_answer_runs(
+def test_the_native_resume_of_a_thread_waiting_for_an_approval_is_refused_and_the_answer_runs(
     server: Server, client: httpx.Client
 ):
     scope, thread = "native-scope", "native-asking"
@@ -96,15 +96,17 @@ def test_the_native_resume_of_a_thread_waiting_for_an_answer_is_refused_and_the_
     body = {"projectId": scope, "threadId": thread, "settings": PROJECT_SETTINGS}
     asked = stream(client, "POST", "/api/runs/planner/stream",
                    json={**body, "message": "Archive Orbit", "requestId": "native-ask"})  # fmt: skip
-    assert asked[-1].type == "final" and "archive_project" in asked[-1].answer  # the question
+    assert asked[-1].type == "paused" and asked[-1].reason == "interrupt"
+    assert [e.name for e in asked if e.type == "approval_requested"] == ["archive_project"]
+    before = client.get("/api/requests/native-ask", params={"projectId": scope}).json()["status"]
 
     refused = _refusal(client, "/api/requests/native-ask/resume", params={"projectId": scope})
 
-    assert "waits for the answer to the question" in refused
+    assert "waits for an approval of its call 'archive_project'" in refused
     record = client.get("/api/requests/native-ask", params={"projectId": scope}).json()
-    assert record["status"] == "completed"
-    answered = stream(client, "POST", "/api/runs/planner/stream",
-                      json={**body, "message": "yes, archive it", "requestId": "native-yes"})  # fmt: skip
+    assert record["status"] == before and _projects(server, scope) == [("orbit", "active")]
+    answered = stream(client, "POST", "/api/requests/native-ask/resume", params={"projectId": scope},
+                      json={"answer": "approve"})  # fmt: skip
     assert [(e.name, e.status) for e in answered if e.type == "tool_result"] == [("archive_project", "ok")]
     assert answered[-1].type == "final" and answered[-1].answer == "Orbit is archived."
     assert _projects(server, scope) == [("orbit", "archived")]
@@ -148,7 +150,7 @@ def test_ag_ui_resume_of_a_paused_run_whose_thread_asked_since_is_refused_and_th
 
     _ag_ui(client, query, body("agui-look", "List the projects"), pause="agui-look")
     assert client.get(f"/api/requests/agui-look{query}").json()["status"] == "paused"
-    asked = _ag_ui(client, query, body("agui-ask", "Archive Orbit"))  # a later turn asks its question
+    asked = _ag_ui(client, query, body("agui-ask", "Archive Orbit"))  # a later turn's call waits for approval
     finished = asked[-1]
     assert isinstance(finished, RunFinishedEvent) and finished.outcome is not None
     [question] = finished.outcome.interrupts or []
@@ -156,9 +158,9 @@ def test_ag_ui_resume_of_a_paused_run_whose_thread_asked_since_is_refused_and_th
     resume = [{"interruptId": "pause:agui-look", "status": "resolved"}]
     refused = _refusal(client, f"/ag-ui/planner{query}", json=body("agui-again", "go on", resume=resume))
 
-    assert "waits for the answer to the question" in refused
+    assert "waits for an approval of its call 'archive_project'" in refused
     assert client.get(f"/api/requests/agui-look{query}").json()["status"] == "paused"
-    answer = [{"interruptId": question.id, "status": "resolved", "payload": "yes, archive it"}]
+    answer = [{"interruptId": question.id, "status": "resolved", "payload": "approve"}]
     done = _ag_ui(client, query, body("agui-yes", "Archive Orbit", resume=answer))
     results = [json.loads(e.content)["status"] for e in done if isinstance(e, ToolCallResultEvent)]
     assert results == ["ok"]

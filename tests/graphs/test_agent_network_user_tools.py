@@ -18,6 +18,7 @@ from phasegraph.graphs.registry import get_protocol
 from phasegraph.graphs.run import stream_graph
 from phasegraph.nodes.agent_network.context import AgentNetworkContext
 from phasegraph.nodes.agent_network.tools import compile_for_project, project_tools
+from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.events import Event
 from phasegraph.nodes.trace import MemoryTraceStore
 from phasegraph.tools.networks import NetworkValidationError, parse_definition
@@ -109,6 +110,8 @@ async def test_an_agent_equipped_with_git_log_runs_the_reference_git_server(tmp_
     (payload,) = values["tool_execution_log"].values()
     assert "second commit" in payload["result"] and values["answer"] == "Two commits."
     assert "second commit" in thread.prompts()[1]  # the agent read the server's output
+    with pytest.raises(ConfigurationError, match="not open yet"):
+        context.registry()  # the turn's final closed the MCP sessions
 
 
 async def test_agents_equip_python_tools_by_their_own_names(tmp_path: Path, workspace: Path):

@@ -100,7 +100,7 @@ def _turn(
 async def cycle_row(folder: Path, repeats: int) -> Row:
     """The cost of one tool cycle on each side: (turn of CYCLES+1 cycles - turn of 1) / CYCLES."""
     sides = _sides(folder)
-    timed: dict[str, Callable[[], Awaitable[None]]] = {}
+    timed: dict[str, Callable[[], Awaitable[object]]] = {}
     for side, (name, project) in sides.items():
         timed[f"{side}/1"] = _turn(folder, side, name, project, 1)
         timed[f"{side}/n"] = _turn(folder, side, name, project, CYCLES + 1)
@@ -139,7 +139,11 @@ async def startup_row(folder: Path, repeats: int) -> Row:
 
         return open_and_close
 
-    samples = await interleaved({BUILTIN: opening(sides[BUILTIN][1]), MCP: opening(sides[MCP][1])}, repeats)
+    timed: dict[str, Callable[[], Awaitable[object]]] = {
+        BUILTIN: opening(sides[BUILTIN][1]),
+        MCP: opening(sides[MCP][1]),
+    }
+    samples = await interleaved(timed, repeats)
     row = Row(KEY + "b", "your tools", "a run's tools opened and closed", anchor=BUILTIN, headline=STARTUP)
     for side in (BUILTIN, MCP):
         row.sides.append(Side(side, {STARTUP: Figure.of_samples(samples[side])}))

@@ -152,7 +152,7 @@ def setting_problem(
     return None
 
 
-_cache: dict[Path, tuple[float, Project]] = {}
+_cache: dict[Path, tuple[tuple[int, int, int], Project]] = {}
 
 
 def project_path(explicit: str | Path | None = None) -> Path | None:
@@ -175,9 +175,11 @@ def load_project(explicit: str | Path | None = None) -> Project | None:
     if path is None:
         return None
     try:
-        stamp = path.stat().st_mtime
+        found = path.stat()
     except OSError:
         raise ConfigurationError(f"project file {str(path)!r} does not exist") from None
+    # size and inode too: an edit within one tick of a coarse clock keeps the time stamp
+    stamp = (found.st_mtime_ns, found.st_size, found.st_ino)
     cached = _cache.get(path)
     if cached is not None and cached[0] == stamp:
         return cached[1]

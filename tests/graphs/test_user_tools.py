@@ -115,6 +115,21 @@ async def test_a_slow_mcp_tool_past_its_timeout_is_an_error_result(
     assert "gave no answer within 0.5 s" in _read(model)
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_slow_python_tool_past_its_timeout_is_an_error_result(
+    protocol: str, tmp_path: Path, workspace: Path
+):
+    project = {"python_tools": {"slow": "tests.slow_tools:nap"}, "tools": {"nap": {"timeout_seconds": 0.3}}}
+    result, model = await _run(
+        protocol, tmp_path, workspace, project,
+        turn("", ("nap", {"seconds": 0.01})), turn("", ("nap", {"seconds": 30})), turn("Too slow."),
+    )  # fmt: skip
+    quick, late = of_type(result, "tool_result")
+    assert quick.status == "ok" and late.status == "error"
+    assert late.error == "nap gave no answer within 0.3 s" and late.duration_ms < 4000
+    assert "nap gave no answer within 0.3 s" in _read(model)
+
+
 @pytest.mark.parametrize(("normalized", "runs"), [(True, 1), (False, 2)])
 async def test_normalizers_make_two_spellings_of_a_path_one_signature(
     tmp_path: Path, workspace: Path, normalized: bool, runs: int

@@ -6,6 +6,7 @@ really ran, so a rejected call that ran anyway would show there.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +84,20 @@ class Thread:
         return final[-1].answer if final else None
 
 
+_threads: list[Thread] = []
+
+
+@pytest.fixture(autouse=True)
+async def _closed_after() -> AsyncIterator[None]:
+    """Every thread's MCP sessions end with its test, passed or not."""
+    yield
+    while _threads:
+        await _threads.pop().context.aclose()
+
+
 def _thread(protocol: str, tmp_path: Path, workspace: Path, *turns: dict[str, Any], **more: Any) -> Thread:
-    return Thread(protocol, tmp_path, workspace, scripted(*turns), **more)
+    _threads.append(Thread(protocol, tmp_path, workspace, scripted(*turns), **more))
+    return _threads[-1]
 
 
 def _read(thread: Thread) -> str:
@@ -217,3 +230,28 @@ async def test_no_mcp_server_runs_while_the_thread_waits(protocol: str, tmp_path
     assert user_tools.ARCHIVED[before:] == ["tidy"] and thread.answer_text == "Done."
     await thread.context.aclose()
     assert left_running("phasegraph.tools.mcp.demo_server") == []
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_an_mcp_tool_waits_by_its_servers_rule_and_an_edit_is_checked_against_its_json_schema(
+    protocol: str, tmp_path: Path, workspace: Path
+):
+    calculate = ("demo.calculate", {"expression": "6 * 7"})
+    thread = _thread(
+        protocol, tmp_path, workspace, turn("", calculate), turn("Done."),
+        mcp_servers={"demo": demo_server()}, tools={"demo": {"confirm": True}},
+    )  # fmt: skip
+    question = await thread.start()
+    assert question["call"]["name"] == "demo.calculate"
+    await thread.answer({"decision": "edit", "args": {"expression": 5}})
+    again = await thread.waiting()
+    assert again is not None
+    assert again["problem"] == (
+        "the edited arguments do not fit demo.calculate: "
+        "invalid arguments: expression: 5 is not of type 'string'"
+    )
+    assert thread.of("tool_call") == []
+    await thread.answer({"decision": "edit", "args": {"expression": "2 + 2"}})
+    assert [(c.name, c.args) for c in thread.of("tool_call")] == [("demo.calculate", {"expression": "2 + 2"})]
+    assert [r.status for r in thread.of("tool_result")] == ["ok"]
+    assert thread.answer_text == "Done."

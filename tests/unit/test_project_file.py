@@ -238,6 +238,16 @@ def test_a_changed_file_is_read_again(tmp_path: Path):
     assert TriggeredPhaseContext(project_file=str(path)).model == second
 
 
+def test_a_file_rewritten_within_one_clock_tick_is_read_again(tmp_path: Path):
+    first, second = _script(tmp_path, "One."), _script(tmp_path, "Second.")
+    path = write_project(tmp_path, {"model": first})
+    stamp = path.stat().st_mtime_ns
+    assert TriggeredPhaseContext(project_file=str(path)).model == first
+    write_project(tmp_path, {"model": second, "call_timeout_seconds": 10})
+    os.utime(path, ns=(stamp, stamp))  # the same time stamp: a coarse clock, or an edit in the same tick
+    assert TriggeredPhaseContext(project_file=str(path)).model == second
+
+
 #: Run in a fresh process started in a folder: which file each way of naming one picks.
 _WHICH = """
 import os, sys

@@ -234,28 +234,24 @@ def test_every_protocol_holds_a_conversation_in_chat_and_run(tmp_path: Path, pro
     assert [m for m in said if m in (first, second, third)] == [first, second, third], said
 
 
-def test_a_question_the_thread_asked_takes_the_next_message_as_its_answer(tmp_path: Path):
+def test_a_destructive_call_waits_for_an_approval_the_command_answers_with_resume(tmp_path: Path):
     create = _script(tmp_path, "create", turn("", ("create_project", {"name": "Orbit",
                      "template_id": "product-launch"})), turn("Created Orbit."))  # fmt: skip
-    # the yes is the thread's next user message: the planner asks again and the call runs once
-    call = turn("", ("archive_project", {}))
-    archive = _script(
-        tmp_path, "archive", call, call, turn("Archived."), follow_ups=[[call, turn("Archived.")]]
-    )
+    archive = _script(tmp_path, "archive", turn("", ("archive_project", {})), turn("Archived."))
     made = _cli(tmp_path, "run", "planner", "Make a project Orbit", "--thread", "plan", "--model", create)
     assert made.returncode == 0, made.stdout + made.stderr
     in_project = ["--thread", "plan", "--model", archive, "--context-type", "project",
                   "--entity-id", "orbit", "--json"]  # fmt: skip
     asked = _cli(tmp_path, "run", "planner", "Archive it", *in_project)
-    assert asked.returncode == 0, asked.stdout + asked.stderr
+    assert asked.returncode == 3, asked.stdout + asked.stderr  # it waits: the interrupt, then exit 3
     events = [json.loads(line) for line in asked.stdout.splitlines()]
-    assert "yes or no" in events[-1]["answer"] and "tool_result" not in {e["type"] for e in events}
-    answered = _cli(tmp_path, "run", "planner", "yes, go ahead", *in_project)
+    assert events[-1]["type"] == "interrupt" and events[-1]["value"]["call"]["name"] == "archive_project"
+    assert "tool_result" not in {e["type"] for e in events}
+    answered = _cli(tmp_path, "run", "planner", "--resume", "approve", *in_project)
     assert answered.returncode == 0, answered.stdout + answered.stderr
     events = [json.loads(line) for line in answered.stdout.splitlines()]
     results = [(e["name"], e["status"]) for e in events if e["type"] == "tool_result"]
     assert results == [("archive_project", "ok")] and events[-1]["answer"] == "Archived."
-    assert _requests(tmp_path, "plan") == [("planner", "completed")] * 3
 
 
 def test_the_server_and_the_command_take_turns_on_one_thread(tmp_path: Path):

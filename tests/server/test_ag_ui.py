@@ -3,7 +3,7 @@
 Every stream is parsed with a ``TypeAdapter`` over ``ag_ui.core.Event`` and checked for AG-UI's order
 (RUN_STARTED and the STATE_SNAPSHOT first, MESSAGES_SNAPSHOT and RUN_FINISHED or RUN_ERROR last, every
 message, tool call and step closed). The runs are ordinary requests: the same ids in ``GET
-/api/requests``, the same events in their replay. A pause (the pause route) and the planner's question
+/api/requests``, the same events in their replay. A pause (the pause route) and the planner's approval
 before a destructive call end a run with the interrupt outcome, and a later run's ``resume`` continues
 it; a client that leaves pauses its run. Two servers, started together: the bundled demos, and a paced
 script that archives a project (that one has tokens). Later turns as clients send them:
@@ -61,7 +61,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, 
         turn("", ("archive_project", {})),
         turn("", ("archive_project", {})),
         turn("Orbit is archived."),
-        follow_ups=[[turn("", ("archive_project", {})), turn("Orbit is archived.")]],  # the planner's yes
+        follow_ups=[[turn("", ("archive_project", {})), turn("Orbit is archived.")]],
         chunk_delay_ms=20,  # paced, so a client can leave mid-run
     )
 
@@ -350,7 +350,9 @@ def test_a_dropped_connection_pauses_the_run_like_every_stream(servers: tuple[Se
     assert _texts(resumed)[-1] == "Orbit is archived."
 
 
-def test_the_planners_question_is_an_interrupt_its_answer_resumes(servers: tuple[Server, Server]):
+def test_the_planners_destructive_call_is_an_approval_interrupt_its_answer_resumes(
+    servers: tuple[Server, Server],
+):
     asking, scope, thread = servers[1], "agui-archive", "agui-archive-thread"
 
     async def create(store: PlanningStore) -> None:
@@ -369,40 +371,34 @@ def test_the_planners_question_is_an_interrupt_its_answer_resumes(servers: tuple
         [question] = _finished(asked).outcome.interrupts
         url = f"/ag-ui/planner{query}"
 
-        def answer(run_id: str, status: str, **entry: Any) -> dict[str, Any]:
-            resume = [{"interruptId": question.id, "status": status, **entry}]
+        def answer(run_id: str, interrupt: str, **entry: Any) -> dict[str, Any]:
+            resume = [{"interruptId": interrupt, "status": "resolved", **entry}]
             return _input(run_id, thread, "Archive Orbit", forwardedProps=settings, resume=resume)
 
-        abandoned = client.post(url, json=answer("agui-no", "cancelled"))
-        wordless = client.post(url, json=answer("agui-no", "resolved", payload={"yes": True}))
-        unknown = client.post(url, json={**answer("agui-no", "resolved"), "resume": [
-            {"interruptId": "no-such-interrupt", "status": "resolved", "payload": "yes"}
-        ]})  # fmt: skip
+        wordless = client.post(url, json=answer("agui-no", question.id, payload={"yes": True}))
+        unknown = client.post(url, json=answer("agui-no", "no-such-interrupt", payload="approve"))
         still_active = _projects(asking, scope)
-        done = _run(client, "planner", answer("agui-yes", "resolved", payload="yes, archive it"), query)
-        turn_two = client.get(f"/api/requests/agui-yes{query}").json()
+        approved = _run(client, "planner", answer("agui-yes", question.id, payload="approve"), query)
+        [again] = _finished(approved).outcome.interrupts  # the script makes the call a second time
+        no = {"decision": "reject", "reason": "it is archived already"}
+        done = _run(client, "planner", answer("agui-no-more", again.id, payload=no), query)
 
     # the caller's token must cover the project
     assert anonymous.status_code == 401 and stranger.status_code == 403
     assert "agui-archive" in stranger.json()["message"]
-    # the turn asked and waits: the question is the run's text and its interrupt, nothing ran
-    assert (question.reason, question.response_schema["type"]) == ("input_required", "string")
-    assert (
-        "archive_project" in question.message
-        and question.metadata["value"]["call"]["name"] == "archive_project"
-    )
-    assert _texts(asked) == [question.message] and not _of(asked, ToolCallStartEvent)
-    assert still_active == [("orbit", "active")]
-    assert abandoned.status_code == 422 and "can be answered, not cancelled" in abandoned.json()["message"]
-    assert wordless.status_code == 422 and "payload must be a string" in wordless.json()["message"]
+    # the call waits for an approval: the run ends with its interrupt, nothing ran
+    assert question.reason == "tool_approval" and question.metadata["call"]["name"] == "archive_project"
+    assert not _of(asked, ToolCallStartEvent) and still_active == [("orbit", "active")]
+    assert wordless.status_code == 422
     assert unknown.status_code == 404 and "no-such-interrupt" in unknown.json()["message"]
-    # the answer is the thread's next turn: the call is made again, runs, and the project is archived
-    assert [e.tool_call_name for e in _of(done, ToolCallStartEvent)] == ["archive_project"]
-    assert [json.loads(e.content)["status"] for e in _of(done, ToolCallResultEvent)] == ["ok"]
+    # approved, it runs once; made again, it waits again; rejected, it never runs and the model reads why
+    assert [json.loads(e.content)["status"] for e in _of(approved, ToolCallResultEvent)] == ["ok"]
+    assert _projects(asking, scope) == [("orbit", "archived")]
+    assert again.reason == "tool_approval" and again.id != question.id
+    [rejected] = [json.loads(e.content) for e in _of(done, ToolCallResultEvent)]
+    assert rejected["status"] == "error" and "it is archived already" in json.dumps(rejected)
     assert _finished(done).outcome.type == "success"
     assert _texts(done)[-1] == "Orbit is archived."
-    assert _projects(asking, scope) == [("orbit", "archived")]
-    assert (turn_two["threadId"], turn_two["status"]) == (thread, "completed")
 
 
 TP = "/ag-ui/triggered_phase"

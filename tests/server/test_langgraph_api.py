@@ -2,7 +2,7 @@
 
 Refusals name the field; projects stay apart; a run started here is an ordinary request (trace,
 pause, web page); ``enqueue`` waits its turn; a client that leaves can cancel its run; and the
-planner's confirmation ``interrupt()`` is answered with ``Command(resume=...)``.
+planner's approval ``interrupt()`` is answered with ``Command(resume=...)``.
 (tests/studio/test_server_api.py runs the shared behaviour against both servers.)
 """
 
@@ -35,10 +35,8 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (folder / "archive").mkdir()
     archive = write_script(
         folder / "archive",
-        turn("", ("archive_project", {})),
-        turn("", ("archive_project", {})),
+        turn("", ("archive_project", {})),  # it waits for an approval
         turn("Orbit is archived."),
-        follow_ups=[[turn("", ("archive_project", {})), turn("Orbit is archived.")]],  # the planner's yes
     )
     return {"slow": slow_script(folder, 60), "archive": archive}
 
@@ -222,7 +220,7 @@ def test_a_missing_thread_is_404_unless_the_run_may_create_it(client: SyncLangGr
     assert made["answer"] and client.threads.get("made-by-its-run")["status"] == "idle"
 
 
-def test_the_planners_confirmation_is_an_interrupt_answered_with_a_command(
+def test_the_planners_approval_is_an_interrupt_answered_with_a_command(
     server: Server, client: SyncLangGraphClient, models: dict[str, str]
 ):
     async def create(store: PlanningStore) -> None:
@@ -240,11 +238,16 @@ def test_the_planners_confirmation_is_an_interrupt_answered_with_a_command(
     interrupts = [
         p.data["__interrupt__"] for p in asking if p.event == "updates" and "__interrupt__" in p.data
     ]
-    assert interrupts and "archive_project" in str(interrupts[-1][0]["value"])
+    value = interrupts[-1][0]["value"]
+    assert value["type"] == "approval" and value["call"]["name"] == "archive_project"
     thread = client.threads.get(thread_id)
     assert thread["status"] == "interrupted" and thread["interrupts"]
-    yes = {"resume": "yes, archive it"}
-    done = list(client.runs.stream(thread_id, "planner", command=yes, context=context,
+    words = list(client.runs.stream(thread_id, "planner", command={"resume": "yes, archive it"},
+                                    context=context, stream_mode="custom"))  # fmt: skip
+    assert not [e for e in _events(words) if e.type == "tool_result"]  # words are no approval: asked again
+    [pending] = client.threads.get(thread_id)["interrupts"].values()
+    assert "yes, archive it" in pending[0]["value"]["problem"]
+    done = list(client.runs.stream(thread_id, "planner", command={"resume": "approve"}, context=context,
                                    stream_mode="custom"))  # fmt: skip
     results = [e for e in _events(done) if e.type == "tool_result"]
     assert [(e.name, e.status) for e in results] == [("archive_project", "ok")]

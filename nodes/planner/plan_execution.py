@@ -64,16 +64,8 @@ async def run_step(state: PlanRunState, runtime: Runtime[PlannerContext]) -> dic
     step = plan["steps"][len(done)]
     number, fields = len(done) + 1, meta(state, context.context_type)
     failed = [d for d in step["depends_on"] if _status(done, d) != "ok"]
-    try:
-        args, refusal = resolve(step["args"], done), None
-    except UnresolvedReference as exc:
-        args, refusal = step["args"], str(exc)
-    call: dict[str, Any] = {"id": _call_id(plan, step["id"]), "name": step["tool"], "args": args}
-    verdicts = (
-        {} if failed or refusal else await approve_planner_calls(context, emitter, registry, [call], fields)
-    )
-    clock = TurnClock(state["elapsed"], context.session_seconds)  # a person's wait does not count
-    if failed or clock.expired:
+    clock = TurnClock(state["elapsed"], context.session_seconds)
+    if failed or clock.expired:  # a skipped step asks nothing
         why = (
             f"skipped: {', '.join(failed)} did not succeed" if failed else "skipped: the turn ran out of time"
         )
@@ -93,6 +85,13 @@ async def run_step(state: PlanRunState, runtime: Runtime[PlannerContext]) -> dic
             ],
             "elapsed": clock.elapsed,
         }
+    try:
+        args, refusal = resolve(step["args"], done), None
+    except UnresolvedReference as exc:
+        args, refusal = step["args"], str(exc)
+    call: dict[str, Any] = {"id": _call_id(plan, step["id"]), "name": step["tool"], "args": args}
+    verdicts = {} if refusal else await approve_planner_calls(context, emitter, registry, [call], fields)
+    clock = TurnClock(state["elapsed"], context.session_seconds)  # a person's wait does not count
     verdict = verdicts.get(call["id"])
     if verdict is not None and verdict.decision == "edit":
         call["args"] = verdict.args

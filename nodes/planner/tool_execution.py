@@ -41,7 +41,7 @@ async def run_tools(state: PlannerState, runtime: Runtime[PlannerContext]) -> di
     registry, fields = await context.open_tools(), meta(state, context.context_type)
     calls = sorted(state["pending"], key=lambda c: c["name"] in VIRTUAL_TOOLS)  # stable: order kept otherwise
     verdicts = await approve_planner_calls(
-        context, emitter, registry, _runnable(calls, state, context.max_tool_calls), fields
+        context, emitter, registry, _runnable(calls, state, context), fields
     )
     clock = TurnClock(state["elapsed"], context.session_seconds)
     used, stop = state["tool_calls_used"], state["stop"]
@@ -103,11 +103,11 @@ async def run_tools(state: PlannerState, runtime: Runtime[PlannerContext]) -> di
     }
 
 
-def _runnable(calls: list[PendingCall], state: PlannerState, limit: int) -> list[dict[str, Any]]:
-    """The real tool calls ``run_tools`` will try (within the cap, not broken): those that may need asking."""
-    if state["stop"] in ("watchdog", "tool_cap"):
+def _runnable(calls: list[PendingCall], state: PlannerState, context: PlannerContext) -> list[dict[str, Any]]:
+    """The real tool calls ``run_tools`` will try (within the cap and time, not broken): those to ask for."""
+    if state["stop"] in ("watchdog", "tool_cap") or state["elapsed"] >= context.session_seconds:
         return []
-    room = max(0, limit - state["tool_calls_used"])
+    room = max(0, context.max_tool_calls - state["tool_calls_used"])
     return [dict(c) for c in calls[:room] if c["name"] not in VIRTUAL_TOOLS and "error" not in c]
 
 

@@ -336,6 +336,8 @@ async def test_a_plan_step_that_waits_asks_before_it_starts(folder: Path, archiv
         {"id": "s1", "tool": "word_count", "args": {"text": "a b c"}, "rationale": "", "depends_on": []},
         {"id": "s2", "tool": "archive_everything", "args": {"reason": "plan"}, "rationale": "",
          "depends_on": []},
+        {"id": "s3", "tool": "archive_everything", "args": {"reason": "after s2"}, "rationale": "",
+         "depends_on": ["s2"]},
     ]  # fmt: skip
     model = scripted(
         turn("", ("agent_create_plan", {"objective": "Count and archive"})),
@@ -349,9 +351,10 @@ async def test_a_plan_step_that_waits_asks_before_it_starts(folder: Path, archiv
     events = await stream(graph, Command(resume={"decision": "reject", "reason": "not now"}), context, config)
 
     assert archived == []
-    [done] = of(events, "step_complete")
+    done, skipped = of(events, "step_complete")
     assert (done.step_id, done.status) == ("s2", "error") and "not now" in done.summary
-    assert events[-1].type == "final"
+    assert (skipped.step_id, skipped.status) == ("s3", "skipped")  # a skipped step asks nothing
+    assert not of(events, "approval_requested") and events[-1].type == "final"
 
 
 async def test_the_reviewer_uses_its_own_model_from_the_project_file(folder: Path):

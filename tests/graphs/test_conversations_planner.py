@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.types import interrupt
 
+from phasegraph.graphs.registry import get_protocol
 from phasegraph.graphs.run import RunResult, run
 from phasegraph.nodes.trace import MemoryTraceStore
 from phasegraph.tools.planning import LedgerFilter, open_planning
 from tests.graphs.chat_shape import HIDDEN, calls_answered, check_shape, shape, thread_messages, turns
-from tests.helpers import kinds, scripted, turn
+from tests.helpers import kinds, of_type, scripted, turn
 
 MESSAGES = ["Set up the Spring Launch project", "What tasks does it have?", "Add a press kit task", "Health?"]
 
@@ -133,3 +137,49 @@ async def test_a_follow_up_after_an_answered_approval_continues_the_thread(datab
         ["human", "ai[list_projects]", "tool:list_projects:success", "ai"],
     ]
     assert [m.text for m in messages if isinstance(m, HumanMessage)] == ["Archive Orbit", "Is it archived?"]
+
+
+class _OldPlannerState(TypedDict):
+    """The keys a thread checkpointed before approvals held while it waited for the user's yes."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    turn: int
+    answer: str
+    pending_confirmation: dict[str, Any] | None
+    confirmed: list[str]
+
+
+async def test_a_thread_that_waited_for_a_yes_before_approvals_goes_on(database):
+    store = open_planning(database)
+    await store.ensure_schema()
+    await store.domain.create_project("default", "Orbit", "product-launch")
+    saver, config = InMemorySaver(), {"configurable": {"thread_id": "t"}}
+    old = StateGraph(_OldPlannerState)
+    question = "archive_project is destructive. Shall I go ahead? Answer yes or no."
+    waiting = {"id": "c1", "name": "archive_project", "args": {}, "signature": "s"}
+    asked = {"messages": [AIMessage(question)], "answer": question, "turn": 1,
+             "pending_confirmation": waiting, "confirmed": []}  # fmt: skip
+    old.add_node("ask_confirmation", lambda _: asked)
+    old.add_node(
+        "await_confirmation", lambda s: {"messages": [HumanMessage(interrupt({"question": s["answer"]}))]}
+    )
+    old.add_edge(START, "ask_confirmation")
+    old.add_edge("ask_confirmation", "await_confirmation")
+    old.add_edge("await_confirmation", END)
+    await old.compile(checkpointer=saver).ainvoke({"messages": [HumanMessage("Archive Orbit")]}, config)
+
+    graph = get_protocol("planner").compile(saver)
+    snapshot = await graph.aget_state(config)  # read by today's planner: the old question is not pending
+    assert snapshot.interrupts == () and snapshot.values["answer"] == question
+    model = scripted(turn("", ("archive_project", {})))
+    fields = {"context_type": "project", "entity_id": "orbit", "chat_model": model, "model": "scripted:demo"}
+    result = await say("yes", saver, database, **fields)
+
+    # the yes is an ordinary message now: the model's call waits for an explicit approval
+    [waiting_now] = (await graph.aget_state(config)).interrupts
+    assert waiting_now.value["type"] == "approval" and waiting_now.value["call"]["name"] == "archive_project"
+    assert kinds(result)[-1] == "approval_requested" and result.error is None
+    [carried] = of_type(result, "last_turn_context")
+    assert carried.turn == 2 and carried.pending_confirmation is None
+    assert (await store.domain.get_project("default", "orbit")).status == "active"
+    await store.close()

@@ -1,21 +1,19 @@
 """The planner with a project's tools: the reference git MCP server and Python tools beside its domain tools,
 filtered by ``[protocols.planner] tools``, called directly and as plan steps; approval before a call (a tool
 the project marks ``confirm``, and the domain's destructive ones) answered with ``Command(resume=...)``;
-the reviewer's own model; an old thread that waited for a yes.
+the reviewer's own model.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
-from langgraph.types import Command, interrupt
+from langgraph.types import Command
 
 from phasegraph.graphs.registry import get_protocol
 from phasegraph.graphs.run import run, stream_graph
@@ -379,45 +377,3 @@ async def test_the_reviewer_uses_its_own_model_from_the_project_file(folder: Pat
     models_by_operation = {(r.operation_type, r.model) for r in rows}
     assert ("plan_review", "scripted:reviewer.json") in models_by_operation
     assert ("plan_create", "scripted:planner.json") in models_by_operation
-
-
-class _OldPlannerState(TypedDict):
-    """The keys a thread checkpointed before approvals held while it waited for the user's yes."""
-
-    messages: Annotated[list[AnyMessage], add_messages]
-    turn: int
-    answer: str
-    pending_confirmation: dict[str, Any] | None
-    confirmed: list[str]
-
-
-async def test_a_thread_that_waited_for_a_yes_before_approvals_goes_on(folder: Path):
-    await with_orbit(folder)
-    saver, config = InMemorySaver(), {"configurable": {"thread_id": "old"}}
-    old = StateGraph(_OldPlannerState)
-    question = "archive_project is destructive. Shall I go ahead? Answer yes or no."
-    waiting = {"id": "c1", "name": "archive_project", "args": {}, "signature": "s"}
-    asked = {"messages": [AIMessage(question)], "answer": question, "turn": 1,
-             "pending_confirmation": waiting, "confirmed": []}  # fmt: skip
-    old.add_node("ask_confirmation", lambda _: asked)
-    old.add_node(
-        "await_confirmation", lambda s: {"messages": [HumanMessage(interrupt({"question": s["answer"]}))]}
-    )
-    old.add_edge(START, "ask_confirmation")
-    old.add_edge("ask_confirmation", "await_confirmation")
-    old.add_edge("await_confirmation", END)
-    await old.compile(checkpointer=saver).ainvoke({"messages": [HumanMessage("Archive Orbit")]}, config)
-
-    graph = get_protocol("planner").compile(saver)
-    snapshot = await graph.aget_state(config)  # read by today's planner: the old question is not pending
-    assert snapshot.interrupts == () and snapshot.values["answer"] == question
-    model = scripted(turn("", ("archive_project", {})))
-    context = context_of(folder, model, context_type="project", entity_id="orbit")
-    events = await stream(graph, {"messages": [HumanMessage("yes")]}, context, config)
-
-    # the yes is an ordinary message now: the model's call waits for an explicit approval
-    assert (await waiting_on(graph, config))["call"]["name"] == "archive_project"
-    assert [e.type for e in events][-1] == "approval_requested"
-    assert await orbit_status(folder) == "active"
-    [carried] = of(events, "last_turn_context")
-    assert carried.turn == 2 and carried.pending_confirmation is None

@@ -1,7 +1,9 @@
 """The planner's tool calls: real tools through the ToolRunner, meta-tools handed to the plan nodes.
 
 Every call of a step is answered (a model must read one result per call it made): run, refused
-with the reason, or left to the plan nodes, which answer the plan call when the plan is done.
+with the reason (a guardrail, a broken call, a person's rejection), or left to the plan nodes, which
+answer the plan call when the plan is done. Calls that wait for approval (``approvals``) are asked
+for at the node's start.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import Any
 from langgraph.types import Command
 
 from phasegraph.nodes.approval import APPROVAL
-from phasegraph.nodes.errors import ConflictError, InvalidInputError
+from phasegraph.nodes.errors import ConflictError
 from phasegraph.nodes.events import Cancelled
 from phasegraph.server.runs.driving import Driver
 from phasegraph.server.runs.engine import SUPERSEDED, Engine
@@ -52,9 +52,9 @@ class Control:
         graph_input: Command[Any] | None = None
         if phase_index is None:
             graph_input = await answered(served, record, answer)
-        elif answer is not None:
-            raise InvalidInputError(
-                "answer goes to the question the run waits on now: send it without resumeFromPhaseIndex"
+        elif answer is not None:  # a question an earlier phase's checkpoint asked is answered no more
+            raise ConflictError(
+                "an answer goes to the question the run waits on now: send it without resumeFromPhaseIndex"
             )
         if isinstance(graph_input, Command):  # the question's checkpoint: the latest, required by answered
             snapshot, fork = await served.graph.aget_state(thread_config(record.thread_key)), False

@@ -150,13 +150,24 @@ ANSWERS = {
 }
 
 
+#: Agent Chat UI's answers: LangChain's human-in-the-loop decisions (what it sends back to an interrupt).
+HITL_ANSWERS = {
+    "hitl-edit": (
+        {"decisions": [{"type": "edit", "edited_action": {"name": "git.git_create_branch",
+                        "args": {"repo_path": "{repo}", "branch_name": "from-chat-ui"}}}]},
+        {"from-chat-ui"},
+    ),
+    "hitl-reject": ({"decisions": [{"type": "reject", "message": "not on a Friday"}]}, set()),
+}  # fmt: skip
+
+
 def _filled(answer: Any, project: Project) -> Any:
-    if isinstance(answer, dict) and "args" in answer:
-        return {
-            **answer,
-            "args": {k: v.replace("{repo}", str(project.repo)) for k, v in answer["args"].items()},
-        }
-    return answer
+    """The answer with ``{repo}`` standing for the project's repository."""
+    if isinstance(answer, dict):
+        return {key: _filled(value, project) for key, value in answer.items()}
+    if isinstance(answer, list):
+        return [_filled(value, project) for value in answer]
+    return answer.replace("{repo}", str(project.repo)) if isinstance(answer, str) else answer
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -238,7 +249,8 @@ def test_langgraph_api_runs_the_projects_git_tool(client: SyncLangGraphClient, p
 
 
 @pytest.mark.parametrize(("protocol", "kind"), [("triggered_phase", "edit"), ("unified", "reject"),
-                                                 ("unified", "approve")])  # fmt: skip
+                                                 ("unified", "approve"), ("triggered_phase", "hitl-edit"),
+                                                 ("unified", "hitl-reject")])  # fmt: skip
 def test_langgraph_api_answers_the_approval_with_a_command(
     project: Project, client: SyncLangGraphClient, protocol: str, kind: str
 ):
@@ -259,11 +271,11 @@ def test_langgraph_api_answers_the_approval_with_a_command(
     state = client.threads.get_state(thread_id)
     assert [i["value"] for i in state["interrupts"]] == [value]
     assert _branches(project.repo) == before
-    answer, made = ANSWERS[kind]
+    answer, made = {**ANSWERS, **HITL_ANSWERS}[kind]
     done = list(client.runs.stream(thread_id, protocol, command={"resume": _filled(answer, project)},
                                    context=context, stream_mode="custom"))  # fmt: skip
     results = [e for e in _events(done) if e.type == "tool_result"]
-    assert [e.status for e in results] == ["error" if kind == "reject" else "ok"]
+    assert [e.status for e in results] == ["ok" if made else "error"]  # a rejection: an error result
     assert _branches(project.repo) - before == made
     assert client.threads.get(thread_id)["status"] == "idle"
 

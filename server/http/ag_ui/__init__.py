@@ -20,13 +20,17 @@ connection pauses the run) and translated one by one:
   ``RUN_FINISHED`` or ``RUN_ERROR``: ``final`` finishes as success (``result``: the final event; its
   answer becomes a text message unless it was just streamed), ``cancelled`` with the cancelled
   outcome, ``error`` as ``RUN_ERROR`` (code: its kind).
-* A run that stops to wait finishes with the interrupt outcome: ``paused`` names the interrupt
-  ``pause:<requestId>``; a ``final`` that leaves a LangGraph ``interrupt`` pending on the thread (the
-  planner's question before a destructive call) names it by its LangGraph id. The next run answers it
-  with ``resume``: ``resolved`` continues the paused request (same request, same ``runId``) or starts
-  the thread's next turn with the answer (``payload``, a string, or else the new user message);
-  ``cancelled`` cancels a paused request (a question can only be answered). A plain new user message
-  on the thread answers a question too, as on every other route.
+* A run that stops to wait finishes with the interrupt outcome. A run that stopped at a LangGraph
+  ``interrupt`` (or a ``final`` that leaves one pending) names what the thread waits on by the
+  LangGraph interrupt's id: a tool call's **approval** (reason ``tool_approval``, ``toolCallId``, the
+  call in ``metadata``; see ``approvals.py``) or a question (reason ``input_required``). Any other
+  pause names the interrupt ``pause:<requestId>``. The next run answers it with ``resume``: an
+  approval's ``payload`` (``"approve"``, ``{"decision": "edit", "args": {...}}``, ``{"decision":
+  "reject", "reason": "..."}``; ``cancelled`` rejects) becomes ``Command(resume=payload)`` for the
+  request paused there (same request, same ``runId``); a question's starts the thread's next turn with the
+  answer (``payload``, a string, or else the new user message); a ``pause:`` interrupt ``resolved``
+  continues the paused request (same request, same ``runId``) and ``cancelled`` cancels it. A plain
+  new user message answers a question too, as on every other route, but never an approval (409).
 
 What the protocols cannot take is refused with a 4xx before the stream starts: client-side ``tools``
 and ``context`` (empty lists are fine), a client ``state`` the server never sent for the thread (409;

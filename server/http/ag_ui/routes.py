@@ -12,11 +12,12 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import StreamingResponse
 from fastapi.sse import ServerSentEvent
-from langgraph.types import StateSnapshot
+from langgraph.types import Command, StateSnapshot
 
 from phasegraph.graphs.registry import PROTOCOLS
 from phasegraph.nodes.errors import ConflictError, InvalidInputError, NotFoundError
 from phasegraph.nodes.events import TextChunk, parse_event
+from phasegraph.server.http.ag_ui.approvals import approval_answer, is_approval, waiting_approvals
 from phasegraph.server.http.ag_ui.inputs import AgUiInput, TextUserMessage
 from phasegraph.server.http.ag_ui.messages import message_id
 from phasegraph.server.http.ag_ui.state import StateStream, check_client_state
@@ -26,8 +27,10 @@ from phasegraph.server.http.responses import ID_PATTERN, STARTS, errors
 from phasegraph.server.http.sse import STREAM_HEADERS, follow_sse
 from phasegraph.server.runs.manager import STOPS, RunManager, manager_of
 from phasegraph.server.runs.protocols import Served
+from phasegraph.server.runs.starting import TURN
 from phasegraph.server.storage.checkpoints import thread_config
 from phasegraph.server.storage.records import RequestRecord, scoped_key
+from phasegraph.server.storage.threads import ThreadStore
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +80,7 @@ def ag_ui_routes(caller: Any) -> APIRouter:
         await check_client_state(body.state or {}, served.graph, thread.first, thread.current)
         if body.resume:
             return await _answer(manager, served, body, project_id, body.resume[0], thread)
+        _no_open_approval(body, thread)
         return _Run(await _start(manager, served, body, project_id, _turn(body, thread)), served, 0)
 
     @router.post(
@@ -99,13 +103,21 @@ def ag_ui_routes(caller: Any) -> APIRouter:
 
 
 async def _start(
-    manager: RunManager, served: Served, body: AgUiInput, project_id: str, message: str
+    manager: RunManager,
+    served: Served,
+    body: AgUiInput,
+    project_id: str,
+    message: str,
+    graph_input: Any = TURN,
 ) -> RequestRecord:
-    """A new request on the thread (a question pending there takes ``message`` as its answer)."""
+    """A new request on the thread (a question pending there takes ``message`` as its answer).
+
+    ``graph_input`` (an approval's ``Command(resume=...)``) replaces the message as the run's input.
+    """
     manager.check_message_size(message)
     return await manager.start(
         served, message, project_id=project_id, request_id=body.run_id, thread_id=body.thread_id,
-        model=None, show_tool_outputs=False, settings=body.forwarded_props or {},
+        model=None, show_tool_outputs=False, settings=body.forwarded_props or {}, graph_input=graph_input,
     )  # fmt: skip
 
 
@@ -173,14 +185,16 @@ async def _answer(
     """Continue from the interrupt ``entry`` answers: a paused request, or a question on the thread."""
     if entry.interrupt_id.startswith(PAUSE_PREFIX):
         return await _continue_paused(manager, served, body, project_id, entry)
-    closed = NotFoundError(f"thread {body.thread_id!r} has no open interrupt {entry.interrupt_id!r}")
-    if thread.current is None:
-        raise closed
-    pending = [i.id for i in thread.current.interrupts]
+    waiting = thread.current.interrupts if thread.current is not None else ()
+    pending = [i.id for i in waiting]
     if entry.interrupt_id not in pending:
-        raise closed
+        waits = f" (it waits on {', '.join(map(repr, pending))})" if pending else ""
+        raise NotFoundError(f"thread {body.thread_id!r} has no open interrupt {entry.interrupt_id!r}{waits}")
     if unanswered := [i for i in pending if i != entry.interrupt_id]:
         raise InvalidInputError(f"a resume answers every open interrupt; unanswered: {', '.join(unanswered)}")
+    [answered] = [i for i in waiting if i.id == entry.interrupt_id]
+    if is_approval(answered):
+        return await _approve(manager, served, body, project_id, thread, approval_answer(answered, entry))
     if entry.status == "cancelled":
         raise InvalidInputError(
             f"interrupt {entry.interrupt_id!r} is a question the thread waits on: it can be answered, not "
@@ -198,6 +212,48 @@ async def _answer(
     return _Run(await _start(manager, served, body, project_id, answer), served, 0)
 
 
+async def _approve(
+    manager: RunManager,
+    served: Served,
+    body: AgUiInput,
+    project_id: str,
+    thread: _Thread,
+    answer: Command[Any],
+) -> _Run:
+    """The request paused at the approval goes on with the answer (same request, as the native resume).
+
+    A thread whose waiting request is gone (cancelled: its interrupt stays on the thread) takes the
+    answer on a new request, the run's ``runId``.
+    """
+    runs = await ThreadStore(manager.store).requests(thread.first.thread_key) if thread.first else []
+    waiting = runs[-1] if runs and runs[-1].status == "paused" else None
+    if waiting is None:
+        return _Run(await _start(manager, served, body, project_id, "", answer), served, 0)
+    _same_settings(served, body, waiting)
+    await manager.resume(waiting, None, answer.resume)
+    return _Run(waiting, served, waiting.last_seq)
+
+
+def _same_settings(served: Served, body: AgUiInput, record: RequestRecord) -> None:
+    """A paused request keeps the settings it started with: ``forwardedProps`` that differ are refused."""
+    chosen = served.spec.client_settings(body.forwarded_props or {})
+    if any(record.settings.get(key) != value for key, value in chosen.items()):
+        raise InvalidInputError(
+            f"request {record.request_id!r} keeps its own settings: forwardedProps differ"
+        )
+
+
+def _no_open_approval(body: AgUiInput, thread: _Thread) -> None:
+    """Refuse a new turn while the thread waits for an approval (409): only a resume answers one."""
+    waiting = waiting_approvals(thread.current.interrupts) if thread.current is not None else []
+    if waiting:
+        raise ConflictError(
+            f"thread {body.thread_id!r} waits for the approval of a tool call (interrupt {waiting[0]!r}): "
+            "answer it with resume [{interruptId, status: 'resolved', payload: 'approve' | 'reject' | "
+            "{decision: 'edit', args}}] before the next message"
+        )
+
+
 async def _continue_paused(
     manager: RunManager, served: Served, body: AgUiInput, project_id: str, entry: ResumeEntry
 ) -> _Run:
@@ -210,9 +266,7 @@ async def _continue_paused(
         raise ConflictError(f"request {request_id!r} is {record.status}, not paused: nothing to resume")
     if entry.payload is not None:
         raise InvalidInputError(f"a paused run takes no answer: resume {entry.interrupt_id!r} without one")
-    chosen = served.spec.client_settings(body.forwarded_props or {})
-    if any(record.settings.get(key) != value for key, value in chosen.items()):
-        raise InvalidInputError(f"request {request_id!r} keeps its own settings: forwardedProps differ")
+    _same_settings(served, body, record)
     if entry.status == "cancelled":
         await manager.cancel(record)
     else:

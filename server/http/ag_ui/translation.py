@@ -42,6 +42,7 @@ from phasegraph.nodes.events import (
     ToolResultEvent,
 )
 from phasegraph.nodes.redact import redactor
+from phasegraph.server.http.ag_ui.approvals import approval_interrupt, is_approval
 from phasegraph.server.http.ag_ui.state import StateStream, plain
 from phasegraph.server.storage.records import RequestRecord
 
@@ -114,11 +115,26 @@ class Translation:
         return [*out, finished]
 
     def _outcome(self, event: Event, pending: tuple[GraphInterrupt, ...]) -> RunFinishedOutcome:
-        """Cancelled; an interrupt (a pause, or questions left on the thread); or success."""
+        """Cancelled; an interrupt (a pause, or what the thread waits on); or success.
+
+        A run paused at an ``interrupt`` (an approval, a question) ends with what the thread waits on,
+        named by the LangGraph interrupts' ids; any other pause with its own ``pause:<requestId>``.
+        """
         if isinstance(event, Cancelled):
             return RunFinishedCancelledOutcome()
-        waits = [self._pause(event)] if isinstance(event, Paused) else [_question(i) for i in pending]
+        if isinstance(event, Paused) and not (event.reason == "interrupt" and pending):
+            waits = [self._pause(event)]
+        else:
+            waits = [self._waiting(each) for each in pending]
         return RunFinishedInterruptOutcome(interrupts=waits) if waits else RunFinishedSuccessOutcome()
+
+    def _waiting(self, pending: GraphInterrupt) -> Interrupt:
+        """A LangGraph interrupt left on the thread: an approval, or a question answered in words."""
+        return (
+            approval_interrupt(pending, self.record.request_id)
+            if is_approval(pending)
+            else _question(pending)
+        )
 
     def closing(self, ts: int) -> list[BaseEvent]:
         """End the open text message and finish every open step, innermost first."""

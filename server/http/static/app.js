@@ -5,6 +5,7 @@
 // HTTP/SSE in api.js.
 
 import { api, enc, newId, useProject, useToken } from "./api.js";
+import { onApprovalAnswer } from "./approval.js";
 import { addUserMessage, chipFor, errorLine, noteLine, relabelTurn, setChip, startTurn } from "./chat.js";
 import {
   currentProject,
@@ -164,6 +165,28 @@ async function resume() {
   }
 }
 
+/**
+ * Answer the approval the request waits on: resume it with {"answer": ...} (its stream goes on in the
+ * same turn). Returns the refusal's message (the card shows it and takes another answer) or null.
+ */
+async function answerApproval(answer) {
+  if (!state.requestId) return "there is no request to answer";
+  if (state.streaming) return "the request is still streaming; wait for it to stop";
+  const before = state.status;
+  state.status = "running";
+  setChip("resuming…", "running");
+  const refusal = await openStream(resumeRoute(state.requestId), { answer });
+  if (refusal) {
+    state.status = before;
+    setChip(chipFor(before), before);
+    updateControls();
+    return `${refusal.status}: ${refusal.message}`;
+  }
+  refreshThreads();
+  showCheckpoints();
+  return null;
+}
+
 async function cancel() {
   if (!state.requestId) return;
   try {
@@ -249,6 +272,7 @@ async function init() {
   els.checkpointsButton.addEventListener("click", showCheckpoints);
   els.newThread.addEventListener("click", newThread);
   onFork(fork);
+  onApprovalAnswer(answerApproval);
   updateControls();
   await loadProtocols(); // first: an opened thread puts its protocol in the picker
   const threadId = params.get("thread");

@@ -1,6 +1,7 @@
 // The chat column and the status chip: turns run events into messages, tool lines and answers.
 // Only the DOM lives here; the request's state (status, ids) is kept by app.js.
 
+import { answeredText, approvalCard, settleCard } from "./approval.js";
 import { el, els } from "./dom.js";
 import {
   agentStepLine,
@@ -420,6 +421,36 @@ function budgetText(ev) {
   return inPlanner(ev) ? plannerBudgetLine(ev) : budgetLine(ev);
 }
 
+// ---------------------------------------------------------------- approvals
+
+/** A call waits for approval: its card (tool, editable arguments, why) with Approve / Run edited / Reject. */
+export function showApproval(ask) {
+  const card = block(approvalCard(ask));
+  setChip("waiting for approval", "paused");
+  return card;
+}
+
+/** The card of a call still waiting (or being answered), if the chat shows it. */
+function waitingCard(callId) {
+  const cards = els.chat.querySelectorAll('.approval:not([data-state="answered"])');
+  return [...cards].reverse().find((card) => card.dataset.callId === (callId || "")) || null;
+}
+
+function approvalAnswered(ev) {
+  const card = waitingCard(ev.callId);
+  if (card) settleCard(card, ev);
+  else noteLine(answeredText(ev), ev.decision === "reject" ? "warn" : "");
+  scrollChat();
+}
+
+function pausedText(ev) {
+  if (ev.reason === "interrupt" && els.chat.querySelector('.approval[data-state="waiting"]')) {
+    return "waiting for your approval: approve, edit or reject the call above";
+  }
+  const why = ev.reason === "crashed" ? "the server stopped mid-run; paused at its last checkpoint" : `paused (${ev.reason})`;
+  return `${why}${ev.phase ? ` after ${phaseLabel(ev)}` : ""}; press Resume to continue`;
+}
+
 // ---------------------------------------------------------------- events
 
 function resumedText(ev) {
@@ -460,9 +491,10 @@ const RENDER = {
     settleState("final");
     setChip("done", "done");
   },
+  approval_requested: (ev) => showApproval(ev),
+  approval_answered: (ev) => approvalAnswered(ev),
   paused: (ev) => {
-    const why = ev.reason === "crashed" ? "the server stopped mid-run; paused at its last checkpoint" : `paused (${ev.reason})`;
-    noteLine(`${why}${ev.phase ? ` after ${phaseLabel(ev)}` : ""}; press Resume to continue`, "pause");
+    noteLine(pausedText(ev), "pause");
     settleState("paused");
     setChip("paused", "paused");
   },

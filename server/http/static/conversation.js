@@ -2,7 +2,8 @@
 // thread: its conversation drawn from its state, its protocol picked, its latest request made current.
 
 import { api, enc, followStream, newId } from "./api.js";
-import { addUserMessage, chipFor, errorLine, forgetTurn, noteLine, setChip, startTurn } from "./chat.js";
+import { pendingApproval } from "./approval.js";
+import { addUserMessage, chipFor, errorLine, forgetTurn, noteLine, setChip, showApproval, startTurn } from "./chat.js";
 import { els } from "./dom.js";
 import { clearChat, contentText, showConversation } from "./history.js";
 import { clearCheckpoints } from "./panels.js";
@@ -177,11 +178,15 @@ export async function openThread(threadId) {
   if (opening !== state.opening) return;
   showCheckpoints();
   const messages = (snapshot.values && Array.isArray(snapshot.values.messages) && snapshot.values.messages) || [];
-  await showThread(messages, protocol || "?", record);
+  const approvals = (snapshot.interrupts || []).map(pendingApproval).filter(Boolean);
+  await showThread(messages, protocol || "?", record, approvals);
 }
 
-/** Draw the opened thread's conversation; its latest request becomes the current one. */
-async function showThread(messages, protocol, record) {
+/**
+ * Draw the opened thread's conversation; its latest request becomes the current one (a paused one that
+ * waits for an approval shows the call's card, whose answer resumes it).
+ */
+async function showThread(messages, protocol, record, approvals) {
   const label = `assistant · ${protocol}`;
   const live = record && record.status === "running";
   // A running request's turn is shown by following its events, not from the state it has so far.
@@ -195,7 +200,13 @@ async function showThread(messages, protocol, record) {
   state.status = record.status;
   setChip(chipFor(record.status), record.status);
   updateControls();
-  if (record.status === "paused") {
+  if (record.status === "paused" && approvals.length) {
+    startTurn(label);
+    for (const ask of approvals) showApproval(ask);
+    noteLine("the last request waits for your approval: approve, edit or reject the call above", "pause");
+    setChip("paused", "paused");
+    updateControls();
+  } else if (record.status === "paused") {
     startTurn(label);
     noteLine("the last request is paused; press Resume to continue", "pause");
   } else if (live) {

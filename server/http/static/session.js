@@ -46,7 +46,9 @@ export function updateControls() {
   // Leaving a thread mid-stream would drop its stream (which pauses the run): switch once it is over.
   for (const button of els.threads.querySelectorAll(".thread-open, .thread-delete")) button.disabled = state.streaming;
   els.pause.disabled = !(live && state.requestId) || state.pausing;
-  els.resume.disabled = state.streaming || state.status !== "paused";
+  // A run waiting for an approval goes on with the answer its card sends, not with Resume.
+  const approving = els.chat.querySelector('.approval:not([data-state="answered"])');
+  els.resume.disabled = state.streaming || state.status !== "paused" || Boolean(approving);
   els.cancel.disabled = !state.requestId || !(live || state.status === "paused");
   els.traceButton.disabled = !state.requestId;
   els.checkpointsButton.disabled = !state.threadId;

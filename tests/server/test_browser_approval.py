@@ -121,6 +121,20 @@ def test_the_page_runs_a_call_with_edited_arguments(server: Server) -> None:
         card.locator("[data-testid='approve-edited']").click()
         expect(card.locator("[data-testid='approval-error']")).to_contain_text("must be a JSON object")
         assert sent == []  # nothing was sent for either
+        # arguments the tool does not take: the run asks again, saying why, on a new card
+        args.fill('{"why": "no such argument"}')
+        card.locator("[data-testid='approve-edited']").click()
+        cards = page.locator("[data-testid='approval']")
+        expect(cards).to_have_count(2, timeout=WAIT)
+        expect(cards.first).to_have_attribute("data-state", "retired")
+        expect(cards.first.locator("[data-testid='approve']")).to_be_disabled()
+        card = cards.last
+        expect(card.locator("[data-testid='approval-problem']")).to_contain_text(
+            "do not fit archive_everything"
+        )
+        expect(page.locator("#status")).to_have_text("paused", timeout=WAIT)
+        expect(page.locator("#chat [data-testid='tool-line']")).to_have_count(0)  # still nothing ran
+        args = card.locator("[data-testid='approval-args']")
         args.fill('{"reason": "only the old drafts"}')
         card.locator("[data-testid='approve-edited']").click()
 
@@ -131,7 +145,10 @@ def test_the_page_runs_a_call_with_edited_arguments(server: Server) -> None:
         )
         request = request_id(page)
     assert httpx.get(f"{server.url}/api/requests/{request}").json()["protocol"] == "triggered_phase"
-    assert sent == [{"answer": {"decision": "edit", "args": {"reason": "only the old drafts"}}}]
+    assert sent == [
+        {"answer": {"decision": "edit", "args": {"why": "no such argument"}}},
+        {"answer": {"decision": "edit", "args": {"reason": "only the old drafts"}}},
+    ]
     assert [r["output"] for r in tool_results(server, request)] == ["archived (only the old drafts)"]
 
 

@@ -117,6 +117,12 @@ export function settleCard(card, ev) {
   card.append(line);
 }
 
+/** The call was asked again (its answer was not taken): this card takes no answer any more. */
+export function retireCard(card) {
+  card.dataset.state = "retired";
+  for (const control of card.querySelectorAll("button, textarea, input")) control.disabled = true;
+}
+
 /** The line an answer gets when its card is not on the page (the chat was redrawn). */
 export function answeredText(ev) {
   const said = { approve: "approved", edit: "approved with edited arguments", reject: "rejected" }[ev.decision] || ev.decision;

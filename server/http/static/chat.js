@@ -1,7 +1,7 @@
 // The chat column and the status chip: turns run events into messages, tool lines and answers.
 // Only the DOM lives here; the request's state (status, ids) is kept by app.js.
 
-import { answeredText, approvalCard, settleCard } from "./approval.js";
+import { answeredText, approvalCard, retireCard, settleCard } from "./approval.js";
 import { el, els } from "./dom.js";
 import {
   agentStepLine,
@@ -425,6 +425,8 @@ function budgetText(ev) {
 
 /** A call waits for approval: its card (tool, editable arguments, why) with Approve / Run edited / Reject. */
 export function showApproval(ask) {
+  const earlier = waitingCard(ask.callId);
+  if (earlier) retireCard(earlier); // asked again (the answer was not taken): the new card takes the answer
   const card = block(approvalCard(ask));
   setChip("waiting for approval", "paused");
   return card;
@@ -432,7 +434,7 @@ export function showApproval(ask) {
 
 /** The card of a call still waiting (or being answered), if the chat shows it. */
 function waitingCard(callId) {
-  const cards = els.chat.querySelectorAll('.approval:not([data-state="answered"])');
+  const cards = els.chat.querySelectorAll('.approval[data-state="waiting"], .approval[data-state="answering"]');
   return [...cards].reverse().find((card) => card.dataset.callId === (callId || "")) || null;
 }
 

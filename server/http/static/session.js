@@ -47,7 +47,7 @@ export function updateControls() {
   for (const button of els.threads.querySelectorAll(".thread-open, .thread-delete")) button.disabled = state.streaming;
   els.pause.disabled = !(live && state.requestId) || state.pausing;
   // A run waiting for an approval goes on with the answer its card sends, not with Resume.
-  const approving = els.chat.querySelector('.approval:not([data-state="answered"])');
+  const approving = els.chat.querySelector('.approval[data-state="waiting"], .approval[data-state="answering"]');
   els.resume.disabled = state.streaming || state.status !== "paused" || Boolean(approving);
   els.cancel.disabled = !state.requestId || !(live || state.status === "paused");
   els.traceButton.disabled = !state.requestId;

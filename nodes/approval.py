@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain_core.tools import BaseTool
+from langgraph._internal._constants import CONFIG_KEY_SCRATCHPAD  # no public name; see _Given
+from langgraph.config import get_config
+from langgraph.constants import CONF
 from langgraph.errors import GraphInterrupt
 from langgraph.types import interrupt
 
@@ -86,6 +89,7 @@ async def ask(
     problem: str | None = None
     while True:
         asked = {**request, **({"problem": problem} if problem else {})}
+        given = _answers_given()
         try:
             answer = interrupt(asked)
         except GraphInterrupt:
@@ -94,10 +98,43 @@ async def ask(
             await context.close_tools()  # nothing stays open while the run waits
             raise
         verdict, problem = read_answer(answer, call, tool)
-        if verdict is not None:
+        if verdict is not None and given.is_new(answer):  # a re-run of the node replays earlier answers
             emitter.emit(ApprovalAnswered, call_id=call["id"], name=call["name"], decision=verdict.decision,
                          args=verdict.args, reason=verdict.reason, **(meta or {}))  # fmt: skip
+        if verdict is not None:
             return verdict
+
+
+@dataclass(frozen=True)
+class _Given:
+    """The answers the node's task had before an ``interrupt`` call, to tell a new answer from a replayed one.
+
+    LangGraph re-runs a node from its start when it is resumed, and every ``interrupt`` the node
+    passed before returns its earlier answer again. A new answer is the one the resume brought: a
+    plain ``Command(resume=value)`` is appended to the task's answers by the ``interrupt`` it answers;
+    answers keyed by interrupt id arrive in the list already, the newest last. (LangGraph's
+    scratchpad is internal; without it every answer counts as new.)
+    """
+
+    scratchpad: Any
+    count: int
+    plain_resume: bool
+
+    def is_new(self, answer: Any) -> bool:
+        if self.scratchpad is None:
+            return True
+        answers = self.scratchpad.resume
+        if self.plain_resume:
+            return len(answers) > self.count
+        return bool(answers) and answers[-1] is answer and len(answers) == self.count
+
+
+def _answers_given() -> _Given:
+    try:
+        scratchpad = get_config()[CONF][CONFIG_KEY_SCRATCHPAD]
+        return _Given(scratchpad, len(scratchpad.resume), scratchpad.get_null_resume(False) is not None)
+    except (RuntimeError, KeyError, AttributeError, TypeError):  # outside a run, or LangGraph changed
+        return _Given(None, 0, False)
 
 
 def read_answer(

@@ -88,9 +88,9 @@ class ToolSources:
         """Nothing beyond the protocol's own tools."""
         return not self.mcp_servers and not self.python_tools and not self.policies
 
-    def policy_for(self, name: str, source: str) -> ToolPolicy:
+    def policy_for(self, name: str, source: str, start: ToolPolicy | None = None) -> ToolPolicy:
         """The policy of tool ``name`` from ``source``: every matching rule, exact names last."""
-        policy = ToolPolicy()
+        policy = start or ToolPolicy()
         server = source.partition(":")[2]
         ranked = sorted(self.policies.items(), key=lambda item: item[0] == name)
         for key, rule in ranked:

@@ -26,6 +26,7 @@ from phasegraph.tools.sources import (
     ToolSourceError,
     ToolSources,
     load_python_tools,
+    policy_of,
     select,
 )
 
@@ -89,7 +90,7 @@ def _add(found: dict[str, tuple[BaseTool, str]], item: BaseTool, source: str) ->
 
 def _with_policy(item: BaseTool, source: str, sources: ToolSources) -> BaseTool:
     """A copy of ``item`` carrying its source, its policy and the normalisers the policy names."""
-    policy = sources.policy_for(item.name, source)
+    policy = sources.policy_for(item.name, source, start=policy_of(item))  # the tool's own, then the rules
     metadata: dict[str, Any] = {**(item.metadata or {}), SOURCE_KEY: source, POLICY_KEY: policy}
     if policy.normalizers:
         metadata[NORMALIZERS_KEY] = {

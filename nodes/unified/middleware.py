@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from typing import Any, cast
@@ -33,6 +34,7 @@ from phasegraph.nodes.unified.budget import over_budget, turn_usage
 from phasegraph.nodes.unified.context import UnifiedContext
 from phasegraph.nodes.unified.outputs import UnifiedState, answered_call, model_view
 from phasegraph.nodes.unified.prompts import BUDGET_REFUSAL
+from phasegraph.tools import ToolRegistry
 
 
 class RunContextMiddleware(AgentMiddleware[Any, UnifiedContext]):
@@ -93,13 +95,28 @@ class RunContextMiddleware(AgentMiddleware[Any, UnifiedContext]):
             signature,
             refusal=refusal,
             verdict=verdict,
-            turn_calls=tool_counts(request.state["messages"]),
+            turn_calls=_turn_calls(request.state["messages"], payload["id"], registry),
         )
         return answered_call(payload, result, refusal=refusal, show_output=context.show_tool_outputs)
 
 
 #: Where a model message keeps, by call id, why calls it streamed must not run (too large, cut off).
 REFUSED_KEY = "phasegraph_refused_calls"
+
+
+def _turn_calls(messages: Sequence[BaseMessage], call_id: str, registry: ToolRegistry) -> Counter[str]:
+    """The turn's calls of each tool before ``call_id``: those answered, then its message's earlier calls.
+
+    The tool node runs a message's calls concurrently, so each counts its siblings by position rather
+    than by what has finished: per-turn limits hold whichever finishes first.
+    """
+    used = tool_counts(messages)
+    last = next((m for m in reversed(messages) if isinstance(m, AIMessage) and m.tool_calls), None)
+    for sibling in last.tool_calls if last is not None else []:
+        if sibling["id"] == call_id:
+            break
+        used[registry.canonical(sibling["name"])] += 1
+    return used
 
 
 def _refused_calls(messages: Sequence[BaseMessage]) -> dict[str, str]:

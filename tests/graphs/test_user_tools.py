@@ -88,11 +88,6 @@ async def test_max_calls_per_turn_refuses_the_second_call_and_the_model_reads_wh
     assert "may run at most 1 time(s) per user turn" in _read(model)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="unified's tool node runs one message's calls concurrently and each counts the turn's calls "
-    "without its siblings (nodes/unified/middleware.py passes tool_counts(state) alone): both run",
-)
 async def test_max_calls_per_turn_holds_for_calls_of_one_unified_message(tmp_path: Path, workspace: Path):
     project = {"python_tools": COUNT, "tools": {"word_count": {"max_calls_per_turn": 1}}}
     calls = (("word_count", {"text": "one two"}), ("word_count", {"text": "three four five"}))

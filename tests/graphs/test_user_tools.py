@@ -55,6 +55,21 @@ async def test_a_missing_server_leaves_the_run_going_with_the_others(tmp_path: P
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_protocols_tools_naming_an_unknown_tool_end_the_run_with_an_error_naming_it(
+    protocol: str, tmp_path: Path, workspace: Path
+):
+    project = {"python_tools": COUNT, "protocols": {protocol: {"tools": ["word_count", "word_cuont"]}}}
+    path = write_project(tmp_path, {"model": "scripted:demo", **project})
+    result = await run(
+        protocol, "Go.", project_file=str(path), workspace=str(workspace), chat_model=scripted(turn("Hi.")),
+        traces=MemoryTraceStore(),
+    )  # fmt: skip
+    assert result.final is None and result.error is not None
+    assert "unknown tool(s) ['word_cuont']" in result.error.message
+    assert of_type(result, "tool_call") == []
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 async def test_a_server_that_dies_mid_run_fails_the_next_call_naming_it(
     protocol: str, tmp_path: Path, workspace: Path
 ):

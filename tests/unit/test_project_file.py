@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from phasegraph.graphs.registry import get_protocol
 from phasegraph.graphs.run import run
 from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.project import load_project, project_problems
@@ -86,6 +87,25 @@ async def test_the_files_model_answers_the_run(tmp_path: Path, workspace: Path):
         traces=MemoryTraceStore(),
     )
     assert result.final is not None and result.final.answer == "From the project file."
+
+
+def test_models_per_protocol_and_role_and_the_callers_model_wins(tmp_path: Path):
+    default, planner, reviewer, mine = (
+        _script(tmp_path, n) for n in ("Default", "Planner", "Reviewer", "Mine")
+    )
+    path = write_project(
+        tmp_path, {"model": default, "models": {"planner": planner, "planner.reviewer": reviewer}}
+    )
+    plans = get_protocol("planner").make_context(project_file=str(path))
+    assert (plans.model, plans.model_for("reviewer"), plans.model_for("other")) == (
+        planner,
+        reviewer,
+        planner,
+    )
+    chosen = get_protocol("planner").make_context(project_file=str(path), model=mine)
+    assert (chosen.model, chosen.model_for("reviewer")) == (mine, mine)
+    other = get_protocol("unified").make_context(project_file=str(path))
+    assert (other.model, other.model_for("reviewer")) == (default, default)
 
 
 def test_a_relative_workspace_starts_at_the_files_folder_not_the_working_folder(tmp_path: Path):

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
+from langchain_mcp_adapters.sessions import Connection
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.project_lines import key_line
-from phasegraph.tools.mcp.config import McpConfigError, load_services, parse_services
+from phasegraph.tools.mcp.config import COMMENT_KEY, McpConfigError, load_services, parse_services
 from phasegraph.tools.sources import ToolPolicy, ToolSources
 
 #: The file looked for in the working folder.
@@ -102,14 +103,8 @@ class Project:
 
     def sources(self, workspace: Path) -> ToolSources:
         """The tool sources and rules, ``${workspace}`` standing for ``workspace`` in stdio servers."""
-        servers = self.file.mcp_servers
         try:
-            if isinstance(servers, str):
-                connections = load_services(self.folder / servers, workspace)
-            else:
-                connections = (
-                    parse_services(servers, self.path.name, self.folder, workspace) if servers else {}
-                )
+            connections = self.connections(workspace)
         except McpConfigError as exc:
             raise ConfigurationError(str(exc)) from None
         return ToolSources(
@@ -119,6 +114,21 @@ class Project:
             connect_timeout_seconds=self.file.connect_timeout_seconds,
             call_timeout_seconds=self.file.call_timeout_seconds,
         )
+
+    def connections(self, workspace: Path) -> dict[str, Connection]:
+        """The MCP servers, checked; a bad one raises ``McpConfigError`` naming its key and line."""
+        servers = self.file.mcp_servers
+        if isinstance(servers, str):
+            try:
+                return load_services(self.folder / servers, workspace)
+            except McpConfigError as exc:
+                raise McpConfigError(f"{self.where(('mcp_servers',))}: {exc}") from None
+        connections: dict[str, Connection] = {}
+        for name, entry in servers.items():  # one at a time, so a problem names its entry's line
+            if name != COMMENT_KEY:
+                where = self.where(("mcp_servers", name))
+                connections |= parse_services({name: entry}, where, self.folder, workspace)
+        return connections
 
     def where(self, key: tuple[str, ...]) -> str:
         """``file:line: dotted.key`` for a problem with ``key``."""
@@ -203,9 +213,13 @@ def project_problems(path: Path) -> list[str]:
     except tomllib.TOMLDecodeError as exc:
         return [f"{path.name}: not valid TOML: {exc}"]
     try:
-        ProjectFile.model_validate(data)
+        file = ProjectFile.model_validate(data)
     except ValidationError as exc:
         return [_problem(path.name, text, err) for err in exc.errors()]
+    try:
+        Project(path, file).connections(path.parent)  # the file's folder stands in for a run's workspace
+    except McpConfigError as exc:
+        return [str(exc)]
     return []
 
 

@@ -225,6 +225,24 @@ def test_a_server_only_field_is_refused(tmp_path: Path):
         TriggeredPhaseContext(project_file=str(path))
 
 
+@pytest.mark.parametrize(
+    ("setting", "why"),
+    [
+        ('args = "-m server"', "'args' must be a list of strings"),
+        ('cwdd = "."', "unknown key(s) ['cwdd']"),
+        ('transport = "pipe"', "'transport' must be 'stdio', 'streamable_http' or 'sse', found 'pipe'"),
+    ],
+)
+def test_a_bad_mcp_server_entry_is_refused_with_its_line(tmp_path: Path, setting: str, why: str):
+    entry = "\n".join(f"{k} = {v}" for k, v in [("command", '"python"'), *[setting.split(" = ")]])
+    if "transport" not in setting:
+        entry = f'transport = "stdio"\n{entry}'
+    good = '[mcp_servers.good]\ntransport = "stdio"\ncommand = "python"'
+    text = f'model = "scripted:demo"\n\n{good}\n\n[mcp_servers.bad]\n{entry}\n'
+    message = _refusal(_written(tmp_path, text))
+    assert message.startswith("phasegraph.toml:7: mcp_servers.bad: service 'bad': ") and why in message
+
+
 async def test_mcp_servers_may_name_a_json_file_beside_the_project(tmp_path: Path, workspace: Path):
     (tmp_path / "conf").mkdir()
     (tmp_path / "conf" / "servers.json").write_text(json.dumps({"demo": demo_server()}), encoding="utf-8")

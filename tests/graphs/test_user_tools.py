@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.checkpoint.memory import InMemorySaver
 
 from phasegraph.graphs.run import RunResult, run
 from phasegraph.nodes.scripted import ScriptedChatModel
@@ -85,6 +86,31 @@ async def test_a_server_that_dies_mid_run_fails_the_next_call_naming_it(
     assert second.duration_ms < 10_000  # known at once, not at the call timeout
     assert "fragile.ping failed: the server closed the connection" in _read(model)
     assert result.final is not None and result.final.answer == "Done."
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_max_calls_per_turn_counts_each_user_turn_afresh(
+    protocol: str, tmp_path: Path, workspace: Path
+):
+    path = write_project(
+        tmp_path,
+        {"model": "scripted:demo", "python_tools": COUNT, "tools": {"word_count": {"max_calls_per_turn": 1}}},
+    )
+    model = scripted(
+        turn("", ("word_count", {"text": "one two"})), turn("Two."),
+        turn("", ("word_count", {"text": "three four five"})), turn("Three."),
+    )  # fmt: skip
+    thread = {"checkpointer": InMemorySaver(), "thread_id": "two turns", "chat_model": model}
+    for message in ("Count.", "Count again."):
+        result = await run(
+            protocol,
+            message,
+            project_file=str(path),
+            workspace=str(workspace),
+            traces=MemoryTraceStore(),
+            **thread,
+        )
+        assert [r.status for r in of_type(result, "tool_result")] == ["ok"], message
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

@@ -255,3 +255,25 @@ async def test_an_mcp_tool_waits_by_its_servers_rule_and_an_edit_is_checked_agai
     assert [(c.name, c.args) for c in thread.of("tool_call")] == [("demo.calculate", {"expression": "2 + 2"})]
     assert [r.status for r in thread.of("tool_result")] == ["ok"]
     assert thread.answer_text == "Done."
+
+
+async def test_two_calls_of_one_unified_message_are_each_asked_before_either_runs(
+    tmp_path: Path, workspace: Path
+):
+    before = len(user_tools.ARCHIVED)
+    second = ("archive_everything", {"reason": "again"})
+    thread = _thread("unified", tmp_path, workspace, turn("", ARCHIVE, second), turn("One archived."))
+    first = await thread.start()
+    await thread.answer("approve")
+    then = await thread.waiting()
+    assert then is not None and then["call"]["args"] == {"reason": "again"} and then["call"] != first["call"]
+    assert len(user_tools.ARCHIVED) == before and thread.of("tool_call") == []  # neither ran yet
+    await thread.answer({"decision": "reject", "reason": "once is enough"})
+    assert user_tools.ARCHIVED[before:] == ["tidy"]
+    assert [(a.args["reason"], a.decision) for a in thread.of("approval_answered")] == [
+        ("tidy", "approve"),
+        ("again", "reject"),
+    ]
+    assert [a.call_id for a in thread.of("approval_requested")] == [first["call"]["id"], then["call"]["id"]]
+    assert sorted(r.status for r in thread.of("tool_result")) == ["error", "ok"]
+    assert thread.answer_text == "One archived."

@@ -113,7 +113,7 @@ BROKEN = {
         ["phasegraph.toml:3: protocols.triggered_phase.max_cycles: triggered_phase has no such setting"],
     ),
     "wrong protocol setting type": (
-        '[protocols.unified]\nmax_tool_args_chars = "big"\n',
+        '[protocols.unified]\nmax_tool_args_chars = "3000"\n',
         ["phasegraph.toml:2: protocols.unified.max_tool_args_chars: Input should be a valid integer"],
     ),
     "bad python import path": (
@@ -124,7 +124,7 @@ BROKEN = {
     ),
     "bad mcp server": (
         '[mcp_servers.git]\ntransport = "stdio"\ncommand = "git"\n\n[mcp_servers.odd]\ncommand = "x"\n',
-        ["phasegraph.toml:5: mcp_servers.odd: 'transport' must be 'stdio', 'streamable_http' or 'sse'"],
+        ["phasegraph.toml:5: mcp_servers.odd: service 'odd': 'transport' must be 'stdio', 'streamable_http'"],
     ),
 }  # fmt: skip
 
@@ -367,3 +367,29 @@ def test_chat_asks_on_its_input_lines(tmp_path: Path):
     assert done.stdout.count("waits for your approval") == 2
     assert "✗ rejected git.git_create_branch: not that one" in done.stdout
     assert _branches(repo) >= {"two"} and "one" not in _branches(repo)
+
+
+def test_chat_input_ending_before_the_answer_leaves_the_call_waiting_for_a_resume(tmp_path: Path):
+    repo = git_repository(tmp_path / "repo")
+    path, _ = _git_project(tmp_path, _branch_turns(repo))
+    config = ["--thread", "c-1", "--config", str(path)]
+    done = _cli(tmp_path, "chat", "triggered_phase", *config, stdin="Make a branch\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the thread waits for your approval of git.git_create_branch" in done.stdout
+    assert "feature" not in _branches(repo)
+    rejected = _cli(tmp_path, "run", "triggered_phase", *config, "--json",
+                    "--resume", '{"decision": "reject", "reason": "not today"}')  # fmt: skip
+    assert rejected.returncode == 0, rejected.stdout + rejected.stderr
+    events = _lines(rejected.stdout)
+    answered = [e for e in events if e["type"] == "approval_answered"]
+    assert [(a["decision"], a["reason"]) for a in answered] == [("reject", "not today")]
+    assert events[-1]["type"] == "final" and "feature" not in _branches(repo)
+
+
+def test_serve_refuses_a_malformed_project_before_it_starts(tmp_path: Path):
+    path = tmp_path / "phasegraph.toml"
+    path.write_text('[tools.shout]\nconfirm = "maybe"\ntimeout_seconds = 0\n', encoding="utf-8")
+    result = runner.invoke(app, ["serve", "--config", str(path), "--port", "1"])
+    assert result.exit_code == 2
+    assert "phasegraph.toml:2: tools.shout.confirm" in result.stderr
+    assert "phasegraph.toml:3: tools.shout.timeout_seconds" in result.stderr

@@ -20,7 +20,7 @@ from rich.console import Console
 
 from phasegraph.nodes.errors import ConflictError, PhasegraphError
 from phasegraph.nodes.events import Event, Final, PhaseEnd, PhaseStart, TextChunk
-from phasegraph.server.cli.approvals import Approvals, ApproveAllOption
+from phasegraph.server.cli.approvals import Approval, Approvals, ApproveAllOption
 from phasegraph.server.cli.durable import DurableRuns
 from phasegraph.server.cli.options import (
     ContextTypeOption,
@@ -107,9 +107,16 @@ async def _chat(
             try:
                 render = ChatRenderer(console)
                 ended = await runs.turn(protocol, text, thread_id, render)
-                await answer_approvals(runs, protocol, thread_id, ended, render, approvals)
+                settled = await answer_approvals(runs, protocol, thread_id, ended, render, approvals)
             except PhasegraphError as exc:  # refused before the turn ran (the thread is busy, ...)
                 console.print(f"[red]error: {exc}[/]", highlight=False)
+                continue
+            if isinstance(settled, Approval):  # input ended (or Ctrl-C) before the answer
+                name = settled.call.get("name")
+                console.print(f"the thread waits for your approval of {name}: answer it with phasegraph run "
+                              f"{protocol} --thread {thread_id} --resume approve (or reject)",
+                              markup=False, highlight=False)  # fmt: skip
+                return 130 if lines.interrupted else 0
 
 
 class _Lines:
@@ -131,8 +138,8 @@ class _Lines:
             return
 
     async def answer(self) -> str | None:
-        """The next line, as the answer to a question the chat printed (``None`` at end of input)."""
-        line = await self.queue.get()
+        """The next line, answering a question the chat printed (``None`` at end of input or Ctrl-C)."""
+        line = await self._line()
         if line is not None and self.echo:
             self.console.print(line.rstrip(), markup=False, highlight=False)
         return line
@@ -141,6 +148,14 @@ class _Lines:
         """The next line (``None`` at end of input or Ctrl-C), with a prompt."""
         if not self.echo:
             self.console.print("[bold]you>[/] ", end="")
+        line = await self._line()
+        if line is not None and line.strip() and self.echo:
+            self.console.print("[bold]you>[/] ", end="")
+            self.console.print(line.rstrip(), markup=False, highlight=False)
+        return line
+
+    async def _line(self) -> str | None:
+        """The next line; ``None`` at end of input, or on Ctrl-C (which ends the chat)."""
         interrupt = asyncio.Event()
         self.loop.add_signal_handler(signal.SIGINT, interrupt.set)
         reading, stopping = asyncio.ensure_future(self.queue.get()), asyncio.ensure_future(interrupt.wait())
@@ -154,11 +169,7 @@ class _Lines:
             self.interrupted = True
             self.console.print()
             return None
-        line = reading.result()
-        if line is not None and line.strip() and self.echo:
-            self.console.print("[bold]you>[/] ", end="")
-            self.console.print(line.rstrip(), markup=False, highlight=False)
-        return line
+        return reading.result()
 
 
 class ChatRenderer(EventRenderer):

@@ -116,7 +116,7 @@ def _setting_problems(project: Project, protocol: str, settings: dict[str, Any])
         problem = _setting_problem(project, protocol, key, fields, NOT_FROM_PROJECT)
         if problem is None:
             try:
-                TypeAdapter(hints[key]).validate_python(value)
+                TypeAdapter(hints[key]).validate_python(value, strict=True)  # TOML is typed: "3" is no count
             except ValidationError as exc:
                 where = project.where(("protocols", protocol, key))
                 problem = f"{where}: {exc.errors()[0]['msg']} (found {value!r})"

@@ -393,3 +393,15 @@ def test_serve_refuses_a_malformed_project_before_it_starts(tmp_path: Path):
     assert result.exit_code == 2
     assert "phasegraph.toml:2: tools.shout.confirm" in result.stderr
     assert "phasegraph.toml:3: tools.shout.timeout_seconds" in result.stderr
+
+
+def test_a_run_on_a_thread_asks_on_the_terminal_and_each_answer_resumes_the_thread(tmp_path: Path):
+    repo = git_repository(tmp_path / "repo")
+    path, _ = _git_project(tmp_path, _branch_turns(repo))
+    answers = f'e\n{{"repo_path": "{repo}", "branch_name": "from-thread"}}\n'
+    args = ["run", "unified", "Make a branch", "--thread", "t-2", "--config", str(path)]
+    done = _on_a_terminal(tmp_path, args, answers)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "… the call waits for approval" in done.stdout and "? git.git_create_branch waits" in done.stdout
+    assert "with edited arguments" in done.stdout and "final answer" in done.stdout
+    assert "from-thread" in _branches(repo) and "feature" not in _branches(repo)

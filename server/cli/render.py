@@ -58,6 +58,7 @@ class EventRenderer:
     def __init__(self, console: Console) -> None:
         self.console = console
         self._in_text = False
+        self._asked = False  # the last event asked for an approval
 
     def __call__(self, event: Event) -> None:
         """Render one event."""
@@ -68,7 +69,11 @@ class EventRenderer:
         if self._in_text:
             self.console.print()
             self._in_text = False
-        line = self._line(event)
+        if isinstance(event, Paused) and event.reason == "interrupt" and self._asked:
+            line: str | None = "[bold yellow]… the call waits for approval[/]"
+        else:
+            line = self._line(event)
+        self._asked = isinstance(event, ApprovalRequested)
         if line:
             self.console.print(line, highlight=False)
 

@@ -235,9 +235,9 @@ def test_run_calls_the_git_servers_tool_for_real(tmp_path: Path, protocol: str):
     repo = git_repository(tmp_path / "repo")
     log = ("git.git_log", {"repo_path": str(repo)})
     path, _ = _git_project(tmp_path, [turn("", log), turn("Two commits.")])
-    done = _cli(
-        tmp_path, "run", protocol, "What happened?", "--json", "--show-tool-outputs", "--config", str(path)
-    )
+    # named with --config, or found as ./phasegraph.toml in the folder the command runs in
+    named = ["--config", str(path)] if protocol == "triggered_phase" else []
+    done = _cli(tmp_path, "run", protocol, "What happened?", "--json", "--show-tool-outputs", *named)
     assert done.returncode == 0, done.stdout + done.stderr
     events = _lines(done.stdout)
     results = [e for e in events if e["type"] == "tool_result"]

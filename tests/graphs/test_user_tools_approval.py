@@ -277,3 +277,22 @@ async def test_two_calls_of_one_unified_message_are_each_asked_before_either_run
     assert [a.call_id for a in thread.of("approval_requested")] == [first["call"]["id"], then["call"]["id"]]
     assert sorted(r.status for r in thread.of("tool_result")) == ["error", "ok"]
     assert thread.answer_text == "One archived."
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="nodes/conversation.tool_counts counts every ToolMessage of the turn, a rejected (never run) "
+    "call's too, so the next call is refused as past max_calls_per_turn without being asked",
+)
+async def test_a_rejected_call_does_not_count_toward_max_calls_per_turn(tmp_path: Path, workspace: Path):
+    before = len(user_tools.ARCHIVED)
+    policy = {"archive_everything": {"confirm": True, "max_calls_per_turn": 1}}
+    other = ("archive_everything", {"reason": "other"})
+    thread = _thread(
+        "triggered_phase", tmp_path, workspace, turn("", ARCHIVE), turn("", other), turn("Ok."), tools=policy
+    )
+    await thread.start()
+    await thread.answer("reject")
+    assert await thread.waiting() is not None  # the second call is asked: the first never ran
+    await thread.answer("approve")
+    assert user_tools.ARCHIVED[before:] == ["other"]

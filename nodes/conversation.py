@@ -16,6 +16,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from phasegraph.tools import ToolResult
 
+#: ``response_metadata`` key of a ToolMessage answering a call that never ran.
+NOT_RUN = "phasegraph_not_run"
 #: What a ToolMessage says in place of the tool's output when outputs are hidden.
 HIDDEN_OUTPUT = "{name} ran: {status}. Its output is not shown (show_tool_outputs is off)."
 
@@ -35,7 +37,11 @@ def turn_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
 
 def tool_counts(messages: Sequence[BaseMessage]) -> Counter[str]:
     """How many calls of each tool the current turn answered so far (for per-turn call limits)."""
-    return Counter(m.name for m in turn_messages(messages) if isinstance(m, ToolMessage) and m.name)
+    return Counter(
+        m.name
+        for m in turn_messages(messages)
+        if isinstance(m, ToolMessage) and m.name and not m.response_metadata.get(NOT_RUN)
+    )
 
 
 def dialogue(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
@@ -81,5 +87,14 @@ def result_message(call: dict[str, Any], result: ToolResult, *, show_output: boo
 
 
 def refused_message(call: dict[str, Any], why: str) -> ToolMessage:
-    """The answer to a call that was not run (a duplicate, past a budget, too large): why, as an error."""
-    return ToolMessage(content=why, tool_call_id=call["id"], name=call["name"], status="error")
+    """The answer to a call that was not run (a duplicate, past a budget, rejected, ...): why, as an error.
+
+    Marked as not run, so per-turn call limits do not count it.
+    """
+    return ToolMessage(
+        content=why,
+        tool_call_id=call["id"],
+        name=call["name"],
+        status="error",
+        response_metadata={NOT_RUN: True},
+    )

@@ -14,7 +14,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from phasegraph.nodes.conversation import HIDDEN_OUTPUT, call_message
+from phasegraph.nodes.conversation import HIDDEN_OUTPUT, call_message, refused_message
 
 #: Name of the AI message that carries a plan's steps as tool calls (the executor made them).
 PLAN_EXECUTOR = "plan_executor"
@@ -36,7 +36,7 @@ def tool_answer(
 
 def not_run(call: Mapping[str, Any], why: str) -> ToolMessage:
     """The answer to a call that did not run (a guardrail, a confirmation, a broken call): why."""
-    return ToolMessage(why, tool_call_id=call["id"], name=call["name"] or "unknown", status="error")
+    return refused_message({"id": call["id"], "name": call["name"] or "unknown"}, why)
 
 
 def executor_calls(calls: Sequence[dict[str, Any]]) -> AIMessage:

@@ -41,8 +41,9 @@ def folder(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def archived() -> Iterator[list[str]]:
-    """What archive_everything archived during the test (restored after it)."""
+    """What archive_everything archived during the test (empty at its start, restored after it)."""
     before = list(user_tools.ARCHIVED)
+    user_tools.ARCHIVED.clear()  # other tests of the process archive too
     yield user_tools.ARCHIVED
     user_tools.ARCHIVED[:] = before
 

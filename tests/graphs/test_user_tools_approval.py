@@ -279,11 +279,6 @@ async def test_two_calls_of_one_unified_message_are_each_asked_before_either_run
     assert thread.answer_text == "One archived."
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="nodes/conversation.tool_counts counts every ToolMessage of the turn, a rejected (never run) "
-    "call's too, so the next call is refused as past max_calls_per_turn without being asked",
-)
 async def test_a_rejected_call_does_not_count_toward_max_calls_per_turn(tmp_path: Path, workspace: Path):
     before = len(user_tools.ARCHIVED)
     policy = {"archive_everything": {"confirm": True, "max_calls_per_turn": 1}}

@@ -101,11 +101,6 @@ async def test_a_server_whose_command_does_not_exist_is_unavailable_and_the_othe
     assert await registry.get("demo.calculate").ainvoke({"expression": "6 * 7"}) == "42"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tools/mcp/tether.py checks only bare command names; a missing path is started through the "
-    "tether, whose exec fails, and the server is reported as having closed the connection",
-)
 async def test_a_server_whose_command_path_does_not_exist_says_command_not_found(opened: Opener):
     ghost = {"transport": "stdio", "command": "/nonexistent/phasegraph-ghost-server"}
     context, _ = await opened({"mcp_servers": {"ghost": ghost}})

@@ -39,7 +39,7 @@ def tethered(connection: Mapping[str, Any]) -> dict[str, Any]:
     command = connection["command"]
     environment = {**os.environ, **(connection.get("env") or {})}  # the PATH MCP's client starts it with
     path = environment.get("PATH", os.defpath)
-    if "/" not in command and shutil.which(command, path=path) is None:
+    if ("/" not in command or os.path.isabs(command)) and shutil.which(command, path=path) is None:
         return dict(connection)
     args = ["-S", str(TETHER), str(os.getpid()), command, *connection.get("args", [])]
     return {**connection, "command": sys.executable, "args": args}

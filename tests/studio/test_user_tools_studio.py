@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +59,13 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
         "mcp_servers": {"git": git_server(repo)},
         "tools": {"git.git_create_branch": {"confirm": True}},
     })  # fmt: skip
+    with langgraph_dev(folder) as url:
+        yield url, repo, f"scripted:{branch}"
+
+
+@contextmanager
+def langgraph_dev(folder: Path) -> Iterator[str]:
+    """``langgraph dev`` started in ``folder`` (its project file read there), stopped at the end: its URL."""
     env = {k: v for k, v in os.environ.items() if k not in OPERATOR_VARIABLES}
     port, output = _free_port(), folder / "server.log"
     command = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port"]
@@ -67,7 +76,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_until_up(process, url, output)
-        yield url, repo, f"scripted:{branch}"
+        yield url
     finally:
         process.terminate()
         try:
@@ -139,3 +148,28 @@ def test_approval_is_answered_with_a_command(
     assert [e.status for e in results] == ["error" if made == set() else "ok"]  # type: ignore[attr-defined]
     assert _branches(repo) - before == made
     assert done[-1].type == "final"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="tools/mcp/tether.py calls shutil.which on the event loop; langgraph dev refuses that blocking "
+    "call (BlockingError: os.access) for a command named without a path (uvx, python, npx)",
+)
+def test_a_server_started_by_a_bare_command_name_runs_under_langgraph_dev(
+    project: tuple[str, Path, str], tmp_path: Path
+):
+    repo = git_repository(tmp_path / "repo")
+    log = write_script(
+        tmp_path, [_call("git.git_log", {"repo_path": str(repo)}), {"content": "ok"}], "log.json"
+    )
+    bare = {**git_server(repo), "command": "python", "env": {"PATH": str(Path(sys.executable).parent)}}
+    write_project(tmp_path, {"model": f"scripted:{log}", "mcp_servers": {"git": bare}})
+    with langgraph_dev(tmp_path) as url:
+        sdk = get_sync_client(url=url, timeout=START_SECONDS)
+        try:
+            thread_id = sdk.threads.create()["thread_id"]
+            events, errors = _stream_events(sdk, thread_id, "triggered_phase", _ask("Show the history."))
+        finally:
+            sdk.http.client.close()
+    assert not errors, errors
+    assert [(e.name, e.status) for e in events if e.type == "tool_result"] == [("git.git_log", "ok")]  # type: ignore[attr-defined]

@@ -204,6 +204,9 @@ def test_a_wrong_edit_asks_again_and_runs_nothing(project: Project):
     asked = _asked(again)
     assert asked.problem and "branch_name" in asked.problem
     assert _branches(project.repo) == {"master"} or _branches(project.repo) == {"main"}
+    earlier = {"answer": "approve", "resumeFromPhaseIndex": 1}  # an answer goes to the question asked now
+    refused = httpx.post(f"{project.server.url}/api/requests/{request_id}/resume", json=earlier, timeout=30)
+    assert refused.status_code == 409 and "resumeFromPhaseIndex" in refused.json()["message"]
     done = _resume(project, request_id, {"answer": "approve"})
     assert "feature-x" in _branches(project.repo) and done[-1].type == "final"
     late = httpx.post(f"{project.server.url}/api/requests/{request_id}/resume", json={"answer": "approve"},

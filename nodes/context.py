@@ -25,7 +25,7 @@ from phasegraph.tools.toolset import Toolset, open_toolset
 
 logger = logging.getLogger(__name__)
 #: Fields a project file may not set: the server's, the request's and the live objects.
-_NOT_FROM_PROJECT = frozenset({"request_id", "database", "chat_model", "tool_registry", "project_file"})
+NOT_FROM_PROJECT = frozenset({"request_id", "database", "chat_model", "tool_registry", "project_file"})
 
 
 def _whole(value: Any) -> Any:
@@ -136,7 +136,7 @@ class RunContext:
         fields = {f.name: f for f in dataclasses.fields(self)}
         hints = get_type_hints(type(self), include_extras=True)
         for key, value in project.settings(self.PROTOCOL).items():
-            problem = setting_problem(project, self.PROTOCOL, key, fields, _NOT_FROM_PROJECT)
+            problem = setting_problem(project, self.PROTOCOL, key, fields, NOT_FROM_PROJECT)
             if problem is not None:
                 raise ConfigurationError(problem)
             if getattr(self, key) != _default(fields[key]) or (

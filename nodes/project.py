@@ -113,6 +113,7 @@ class Project:
             policies=dict(self.file.tools),
             connect_timeout_seconds=self.file.connect_timeout_seconds,
             call_timeout_seconds=self.file.call_timeout_seconds,
+            folder=self.folder,
         )
 
     def connections(self, workspace: Path) -> dict[str, Connection]:

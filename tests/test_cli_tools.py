@@ -405,3 +405,29 @@ def test_a_run_on_a_thread_asks_on_the_terminal_and_each_answer_resumes_the_thre
     assert "… the call waits for approval" in done.stdout and "? git.git_create_branch waits" in done.stdout
     assert "with edited arguments" in done.stdout and "final answer" in done.stdout
     assert "from-thread" in _branches(repo) and "feature" not in _branches(repo)
+
+
+def test_a_python_tool_module_beside_the_project_file_imports_without_pythonpath(tmp_path: Path):
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "mytools_beside.py").write_text(
+        'def greet(name: str) -> str:\n    """Greet someone."""\n    return f"hello {name}"\n',
+        encoding="utf-8",
+    )
+    greet = {"name": "greet", "args": {"name": "ada"}}
+    script = write_script(folder, [{"content": "", "tool_calls": [greet]}, {"content": "Greeted."}])
+    write_project(tmp_path, {"model": f"scripted:{script}", "python_tools": {"mine": "mytools_beside:greet"}})
+    (tmp_path / "phasegraph.toml").rename(folder / "phasegraph.toml")
+    env = {**_env(tmp_path), "PYTHONPATH": ""}  # the project's folder is found through the file, not the path
+    for args in (
+        ["config", "check"],
+        ["run", "triggered_phase", "greet ada", "--json", "--show-tool-outputs"],
+    ):
+        done = subprocess.run(
+            [PHASEGRAPH, *args, "--config", str(folder / "phasegraph.toml")] if args[0] == "run"
+            else [PHASEGRAPH, *args, str(folder / "phasegraph.toml")],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+    results = [e for e in _lines(done.stdout) if e["type"] == "tool_result"]
+    assert [(r["name"], r["status"], r["output"]) for r in results] == [("greet", "ok", "hello ada")]

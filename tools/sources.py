@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import fnmatch
 import importlib
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from langchain_core.tools import BaseTool, tool
@@ -82,6 +84,7 @@ class ToolSources:
     policies: Mapping[str, ToolPolicy] = field(default_factory=dict)  # tool name, glob or source -> policy
     connect_timeout_seconds: float = 20.0
     call_timeout_seconds: float = 30.0
+    folder: Path | None = None  # the project file's: Python tool modules beside it import
 
     @property
     def empty(self) -> bool:
@@ -99,12 +102,17 @@ class ToolSources:
         return policy
 
 
-def load_python_tools(source: str, target: str) -> list[BaseTool]:
+def load_python_tools(source: str, target: str, folder: Path | None = None) -> list[BaseTool]:
     """The tools ``module:attr`` names: a ``BaseTool``, a list of them, or a function made a tool.
+
+    ``folder`` (the project file's) is where a module beside the project file is found: it is put on
+    ``sys.path`` (last: installed packages keep their names).
 
     Raises:
         ToolSourceError: The path is malformed, does not import, or names something else.
     """
+    if folder is not None and str(folder) not in sys.path:
+        sys.path.append(str(folder))
     module_name, _, attr = target.partition(":")
     if not module_name or not attr:
         raise ToolSourceError(

@@ -23,7 +23,7 @@ from pydantic import TypeAdapter, ValidationError
 from rich.console import Console
 
 from phasegraph.graphs.registry import PROTOCOLS
-from phasegraph.nodes.context import _NOT_FROM_PROJECT as NOT_FROM_PROJECT
+from phasegraph.nodes.context import NOT_FROM_PROJECT
 from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.events import ErrorEvent
 from phasegraph.nodes.project import ENV_VAR, FILE_NAME, Project, load_project, project_path, project_problems
@@ -131,7 +131,7 @@ def _python_problems(project: Project, check: Check) -> list[str]:
     seen: dict[str, str] = {}
     for source, target in project.file.python_tools.items():
         try:
-            tools = load_python_tools(source, target)
+            tools = load_python_tools(source, target, project.folder)
         except ToolSourceError as exc:
             problems.append(f"{project.where(('python_tools', source))}: {exc}")
             continue

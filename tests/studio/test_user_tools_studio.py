@@ -162,7 +162,8 @@ def test_a_server_started_by_a_bare_command_name_runs_under_langgraph_dev(
     log = write_script(
         tmp_path, [_call("git.git_log", {"repo_path": str(repo)}), {"content": "ok"}], "log.json"
     )
-    bare = {**git_server(repo), "command": "python", "env": {"PATH": str(Path(sys.executable).parent)}}
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}"  # git too
+    bare = {**git_server(repo), "command": "python", "env": {"PATH": path}}
     write_project(tmp_path, {"model": f"scripted:{log}", "mcp_servers": {"git": bare}})
     with langgraph_dev(tmp_path) as url:
         sdk = get_sync_client(url=url, timeout=START_SECONDS)

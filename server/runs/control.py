@@ -163,5 +163,7 @@ def _waits_for(value: Any) -> str:
     """What a waiting run waits for, as a 409 says it."""
     if isinstance(value, dict) and value.get("type") == APPROVAL and isinstance(value.get("call"), dict):
         call = value["call"]
-        return f"waits for an approval of its call {call.get('name')!r} with {call.get('args')!r}"
+        args = repr(call.get("args"))
+        shown = args if len(args) <= 200 else f"{args[:200]}..."  # arguments may be long: the call is named
+        return f"waits for an approval of its call {call.get('name')!r} with {shown}"
     return "waits for the answer to the question it asked"

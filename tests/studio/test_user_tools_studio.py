@@ -150,11 +150,6 @@ def test_approval_is_answered_with_a_command(
     assert done[-1].type == "final"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tools/mcp/tether.py calls shutil.which on the event loop; langgraph dev refuses that blocking "
-    "call (BlockingError: os.access) for a command named without a path (uvx, python, npx)",
-)
 def test_a_server_started_by_a_bare_command_name_runs_under_langgraph_dev(
     project: tuple[str, Path, str], tmp_path: Path
 ):

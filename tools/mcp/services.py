@@ -72,7 +72,9 @@ class McpServices:
         services = cls()
         give_stdio_servers_a_real_stderr()
         # a stdio service dies with this process: killed, it must not finish calls a resume makes again
-        client = MultiServerMCPClient({n: cast(Connection, tethered(c)) for n, c in connections.items()})
+        # tethered() looks commands up on disk: in a thread (langgraph dev refuses blocking calls there)
+        tied = await asyncio.to_thread(lambda: {n: tethered(c) for n, c in connections.items()})
+        client = MultiServerMCPClient({n: cast(Connection, c) for n, c in tied.items()})
         for name in client.connections:
             services._opened[name] = asyncio.Event()
             holder = services._hold(client, name, timeout)

@@ -85,7 +85,12 @@ async def ask(
     call["name"] = registry.canonical(call["name"])  # a call made under the tool's wire name
     tool = registry.get(call["name"])
     reason = f"{call['name']} runs only after a person approves it (its policy says confirm)"
-    request = {"type": APPROVAL, "call": {k: call[k] for k in ("id", "name", "args")}, "reason": reason}
+    request = {
+        "type": APPROVAL, "call": {k: call[k] for k in ("id", "name", "args")}, "reason": reason,
+        # LangChain's human-in-the-loop request, which Agent Chat UI shows with its own buttons
+        "action_requests": [{"name": call["name"], "args": call["args"], "description": reason}],
+        "review_configs": [{"action_name": call["name"], "allowed_decisions": ["approve", "edit", "reject"]}],
+    }  # fmt: skip
     problem: str | None = None
     while True:
         asked = {**request, **({"problem": problem} if problem else {})}

@@ -55,3 +55,19 @@ async def test_each_answer_is_announced_once(project: str, by_id: bool) -> None:
     assert len(answered) == 2 and len(set(answered)) == 2, answered  # each call once
     state = await graph.aget_state(thread)
     assert state.values["messages"][-1].content == "Done."
+
+
+async def test_the_question_is_also_langchains_human_in_the_loop_request(project: str) -> None:
+    """Agent Chat UI draws its approve / edit / reject buttons from ``action_requests`` and ``review_configs``."""
+    spec = get_protocol("unified")
+    graph = spec.compile(InMemorySaver())
+    thread = {"configurable": {"thread_id": "hitl"}}
+    context = spec.make_context(project_file=project)
+    [_ async for _ in stream_graph(spec, graph, {"messages": [HumanMessage("Shout.")]}, context, thread)]
+    value = (await graph.aget_state(thread)).interrupts[0].value
+    assert value["action_requests"] == [
+        {"name": "shout", "args": {"text": "one"}, "description": value["reason"]}
+    ]
+    assert value["review_configs"] == [
+        {"action_name": "shout", "allowed_decisions": ["approve", "edit", "reject"]}
+    ]

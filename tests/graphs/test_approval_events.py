@@ -58,7 +58,7 @@ async def test_each_answer_is_announced_once(project: str, by_id: bool) -> None:
 
 
 async def test_the_question_is_also_langchains_human_in_the_loop_request(project: str) -> None:
-    """Agent Chat UI draws its approve / edit / reject buttons from ``action_requests`` and ``review_configs``."""
+    """Agent Chat UI draws approve / edit / reject from ``action_requests`` and ``review_configs``."""
     spec = get_protocol("unified")
     graph = spec.compile(InMemorySaver())
     thread = {"configurable": {"thread_id": "hitl"}}

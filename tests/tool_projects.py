@@ -62,7 +62,8 @@ def toml(data: dict[str, Any], prefix: tuple[str, ...] = ()) -> str:
     lines: list[str] = []
     tables: list[tuple[str, dict[str, Any]]] = []
     for key, value in data.items():
-        if isinstance(value, dict) and (not value or any(isinstance(v, dict) for v in value.values()) or prefix):
+        nested = any(isinstance(v, dict) for v in value.values()) if isinstance(value, dict) else False
+        if isinstance(value, dict) and (not value or nested or prefix):
             tables.append((key, value))
         else:
             lines.append(f"{_key(key)} = {_value(value)}")

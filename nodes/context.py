@@ -165,11 +165,11 @@ class RunContext:
     def model_for(self, role: str) -> str:
         """The model spec of one of the protocol's roles: the project file's, else the run's model."""
         if self._project is not None and self.chat_model is None and self.model == self._default_model():
-            return self._project.file.model_for(self.PROTOCOL, role) or self.model
+            return self._project.model_for(self.PROTOCOL, role) or self.model
         return self.model
 
     def _default_model(self) -> str:
-        found = self._project.file.model_for(self.PROTOCOL) if self._project is not None else None
+        found = self._project.model_for(self.PROTOCOL) if self._project is not None else None
         return found or DEMO_MODEL
 
     async def open_tools(self) -> ToolRegistry:

@@ -29,6 +29,11 @@ FILE_NAME = "phasegraph.toml"
 #: The variable naming a project file elsewhere.
 ENV_VAR = "PHASEGRAPH_CONFIG"
 PROTOCOL_IDS = ("triggered_phase", "unified", "goal_pursuit", "agent_network", "xml_contract", "planner")
+#: The roles a protocol gives a model of their own (``[models] "<protocol>.<role>"``).
+ROLES = {
+    "planner": ("reviewer",),
+    "goal_pursuit": ("context_discovery", "context_refinement", "action_decision", "refinement_analysis"),
+}
 
 
 def _protocol_key(key: str) -> str:
@@ -38,8 +43,12 @@ def _protocol_key(key: str) -> str:
 
 
 def _model_key(key: str) -> str:
-    if key.partition(".")[0] not in PROTOCOL_IDS:
+    protocol, dot, role = key.partition(".")
+    if protocol not in PROTOCOL_IDS:
         raise ValueError(f"{key!r}: models are keyed by protocol ({', '.join(PROTOCOL_IDS)})")
+    if dot and role not in ROLES.get(protocol, ()):
+        roles = ", ".join(ROLES.get(protocol, ())) or "none"
+        raise ValueError(f"{key!r}: {protocol} has no role {role!r} (its roles: {roles})")
     return key
 
 
@@ -62,7 +71,7 @@ class ProjectFile(BaseModel):
     models: dict[ModelKey, str] = Field(
         default_factory=dict,
         description="Model per protocol ('planner') or per role ('planner.reviewer', "
-        "'goal_pursuit.refinement').",
+        "'goal_pursuit.refinement_analysis').",
     )
     protocols: dict[ProtocolKey, dict[str, Any]] = Field(
         default_factory=dict, description="Each protocol's settings (its Context fields), 'tools' included."
@@ -136,11 +145,27 @@ class Project:
         line = key_line(self.path.read_text(encoding="utf-8"), key) if self.path.is_file() else None
         return f"{self.path.name}{f':{line}' if line else ''}: {'.'.join(key)}"
 
+    def model_for(self, protocol: str, role: str = "") -> str | None:
+        """The model of a protocol, or of one of its roles.
+
+        The role's, else ``[protocols.<id>] model``, ``[models] <id>``, the top-level ``model``; a
+        relative ``scripted:`` path starts at the file's folder.
+        """
+        table = self.file.protocols.get(protocol, {})
+        role_spec = self.file.models.get(f"{protocol}.{role}") if role else None
+        spec = role_spec or table.get("model") or self.file.model_for(protocol)
+        if not isinstance(spec, str):
+            return None
+        kind, _, path = spec.partition(":")
+        if kind == "scripted" and path and path != "demo" and not Path(path).is_absolute():
+            return f"scripted:{self.folder / path}"
+        return spec
+
     def settings(self, protocol: str) -> dict[str, Any]:
         """The protocol's settings as the file gives them (``model`` and ``workspace`` included)."""
         found = dict(self.file.protocols.get(protocol, {}))
-        model = self.file.model_for(protocol)
-        if model is not None and "model" not in found:
+        model = self.model_for(protocol)
+        if model is not None:
             found["model"] = model
         workspace = found.get("workspace", self.file.workspace)
         if workspace is not None:
@@ -152,7 +177,7 @@ def setting_problem(
     project: Project, protocol: str, key: str, fields: Mapping[str, Any], forbidden: frozenset[str]
 ) -> str | None:
     """Why ``[protocols.<protocol>] key`` cannot be set (``None``: it can)."""
-    if key in forbidden:
+    if key in forbidden or "SkipJsonSchema" in str(getattr(fields.get(key), "type", "")):
         return (
             f"{project.where(('protocols', protocol, key))}: set by the server or the caller, not a project"
         )

@@ -122,6 +122,13 @@ BROKEN = {
         ["phasegraph.toml:3: python_tools.gone: python tool source 'gone': cannot import 'tests.no_such_",
          "phasegraph.toml:4: python_tools.odd: python tool source 'odd'"],
     ),
+    "misspelt policy keys": (
+        '[python_tools]\nmine = "tests.user_tools:TOOLS"\n\n[tools.shot]\nconfirm = true\n'
+        '[tools."git.git_commit"]\nconfirm = true\n[tools.shout]\nconfirm = true\n[tools.read_file]\n'
+        'timeout_seconds = 2\n[tools."python.shout"]\nconfirm = true\n',
+        ["phasegraph.toml:4: tools.shot: names no tool, MCP server or Python source of this project",
+         "phasegraph.toml:6: tools.git.git_commit: names no tool, MCP server or Python source"],
+    ),
     "bad mcp server": (
         '[mcp_servers.git]\ntransport = "stdio"\ncommand = "git"\n\n[mcp_servers.odd]\ncommand = "x"\n',
         ["phasegraph.toml:5: mcp_servers.odd: service 'odd': 'transport' must be 'stdio', 'streamable_http'"],

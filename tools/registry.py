@@ -34,8 +34,13 @@ class ToolRegistry:
         """Add a tool; a second tool with the same name is a programming error."""
         if item.name in self._tools:
             raise ValueError(f"a tool named {item.name!r} is already registered")
+        wire = wire_name(item.name)
+        if self._wire.get(wire, item.name) != item.name:  # git.git_log beside a tool named git__git_log
+            raise ValueError(
+                f"tools {self._wire[wire]!r} and {item.name!r} would both reach models as {wire!r}"
+            )
         self._tools[item.name] = item
-        self._wire[wire_name(item.name)] = item.name
+        self._wire[wire] = item.name
         self._schemas = None
         return item
 

@@ -28,6 +28,7 @@ from phasegraph.tools.sources import (
     load_python_tools,
     policy_of,
     select,
+    unknown_policy_keys,
 )
 
 
@@ -71,13 +72,17 @@ async def open_toolset(
             for server, specs in services.catalogue().items():
                 for spec in specs.values():
                     _add(found, _mcp_tool(services, server, spec, sources), f"mcp:{server}")
+            catalogue = {server: list(specs) for server, specs in services.catalogue().items()}
+            if problems := unknown_policy_keys(sources.policies, catalogue):  # a lost confirm, say
+                raise ToolSourceError("; ".join(problems))
         chosen = select(found, list(patterns) if patterns is not None else None)
-    except ToolSourceError:
+        tools = [_with_policy(found[name][0], found[name][1], sources) for name in chosen]
+        registry = ToolRegistry(tools)
+    except (ToolSourceError, ValueError) as exc:
         if services is not None:
             await services.close()
-        raise
-    tools = [_with_policy(found[name][0], found[name][1], sources) for name in chosen]
-    return Toolset(ToolRegistry(tools), unavailable, services)
+        raise exc if isinstance(exc, ToolSourceError) else ToolSourceError(str(exc)) from None
+    return Toolset(registry, unavailable, services)
 
 
 def _add(found: dict[str, tuple[BaseTool, str]], item: BaseTool, source: str) -> None:

@@ -61,11 +61,21 @@ async def run_tool_phase(
         "messages": [call_message([call], state["draft"]), answered],
         "notes": [*state["notes"], note],
         "results": [*state["results"], gathered],
-        "executed": [*state["executed"], *([proposed["signature"]] if judged else [])],
+        # an edited call ran as edited: both what was proposed and what ran are repeats from now on
+        "executed": [
+            *state["executed"],
+            *(_judged(registry, context.project_id, proposed, call) if judged else []),
+        ],
         "cycles_used": state["cycles_used"] + 1,
         "proposed": None,
     }
     return update | close_phase(emitter, current, meta, "executed" if result.status == "ok" else "tool_error")
+
+
+def _judged(registry: Any, project_id: str, proposed: Any, call: dict[str, Any]) -> list[str]:
+    """The signatures a judged call leaves: the proposed one, and the edited one when it differs."""
+    ran = registry.signature(call["name"], call["args"], project_id)
+    return [proposed["signature"], *([ran] if ran != proposed["signature"] else [])]
 
 
 async def route_after_tool_phase(

@@ -34,6 +34,7 @@ from phasegraph.tools.sources import (
     policy_of,
     select,
     source_of,
+    unknown_policy_keys,
 )
 
 logger = logging.getLogger(__name__)
@@ -97,6 +98,9 @@ def build_services(
             source,
             ToolSpec(own, python_tool.description, _schema(python_tool)),
         )
+    catalogue = {server: list(specs) for server, specs in mcp.catalogue().items()}
+    if problems := unknown_policy_keys(sources.policies, catalogue):  # a misspelt rule would lose its confirm
+        raise ToolSourceError("; ".join(problems))
     chosen = select(found, _live(patterns, mcp.unavailable))
     shown: dict[str, dict[str, ToolSpec]] = {}
     tools: list[BaseTool] = []

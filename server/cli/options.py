@@ -59,7 +59,7 @@ def run_fields(
     if entity_id is not None:
         extra["entity_id"] = entity_id
     if in_force is not None:  # left at the Context's defaults, the project file's model and workspace apply
-        if model is None and in_force.file.model_for(protocol) is None:
+        if model is None and in_force.model_for(protocol) is None:
             Console(stderr=True, soft_wrap=True).print(
                 f"No --model given and {in_force.path.name} names none: running offline on the bundled "
                 "demo script."

@@ -50,6 +50,7 @@ class Check:
     problems: list[str] = field(default_factory=list)
     project: Project | None = None
     python_tools: int = 0  # tools the Python sources give
+    python_names: set[str] = field(default_factory=set)  # their names
     mcp_servers: int = 0
 
     def summary(self) -> str:
@@ -84,6 +85,7 @@ def check_project(path: Path, protocols: Iterable[str] | None = None) -> Check:
         if protocol in wanted:
             check.problems += _setting_problems(project, protocol, settings)
     check.problems += _python_problems(project, check)
+    check.problems += _policy_problems(project, check)
     workspace = project.folder / (project.file.workspace or ".")
     try:
         check.mcp_servers = len(project.sources(workspace).mcp_servers)
@@ -136,6 +138,7 @@ def _python_problems(project: Project, check: Check) -> list[str]:
             problems.append(f"{project.where(('python_tools', source))}: {exc}")
             continue
         check.python_tools += len(tools)
+        check.python_names |= {item.name for item in tools}
         for item in tools:
             if item.name in seen:
                 problems.append(
@@ -144,6 +147,37 @@ def _python_problems(project: Project, check: Check) -> list[str]:
                 )
             seen[item.name] = source
     return problems
+
+
+def _policy_problems(project: Project, check: Check) -> list[str]:
+    """``[tools]`` keys that can name nothing: a misspelt one would leave its tool without its rule.
+
+    Without starting a server, a key is judged by what the file and the protocols name: a protocol's own
+    tool, a Python tool or source, an MCP server, or ``<server>.<tool>`` of a named server (whose tool
+    names are checked when a run starts it). Globs may match nothing.
+    """
+    servers = set(project.file.mcp_servers) if isinstance(project.file.mcp_servers, dict) else None
+    known = {*_protocol_tools(), *check.python_names, *project.file.python_tools, *(servers or ())}
+    problems: list[str] = []
+    for key in project.file.tools:
+        server, dot, _ = key.partition(".")
+        if any(char in key for char in "*?[") or key in known:
+            continue
+        if dot and (servers is None or server in servers or (server == "python" and check.python_names)):
+            continue  # a server's tool: its name is checked when the server runs
+        where = project.where(("tools", key))
+        problems.append(f"{where}: names no tool, MCP server or Python source of this project")
+    return problems
+
+
+def _protocol_tools() -> set[str]:
+    """The names of every protocol's own tools (workspace, resource and planning tools)."""
+    from phasegraph.tools import default_registry
+    from phasegraph.tools.planning import planning_registry
+    from phasegraph.tools.resources import resource_registry
+
+    return {name for registry in (default_registry(), resource_registry(), planning_registry()) for name in
+            registry.names()}  # fmt: skip
 
 
 def use_project(

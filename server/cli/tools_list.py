@@ -22,8 +22,8 @@ from phasegraph.tools.sources import policy_of, source_of
 
 #: What a listing says of protocols whose own tools are not what ``open_tools`` gives.
 NOTES = {
-    "xml_contract": "xml_contract calls its MCP services (mcp_config, else the bundled demo server) as XML "
-    "blocks; listed here is what open_tools() gives it (its workspace tools and the project's sources)",
+    "xml_contract": "xml_contract calls these as XML blocks, <service><tool>: the project's MCP servers "
+    "(else mcp_config, else the bundled demo server) and its Python tools as the service 'python'",
 }
 
 

@@ -16,6 +16,7 @@ from langgraph.types import Command
 from phasegraph.nodes.approval import APPROVAL
 from phasegraph.nodes.errors import ConflictError
 from phasegraph.nodes.events import Cancelled
+from phasegraph.nodes.redact import redactor
 from phasegraph.server.runs.driving import Driver
 from phasegraph.server.runs.engine import SUPERSEDED, Engine
 from phasegraph.server.runs.protocols import Served
@@ -163,7 +164,7 @@ def _waits_for(value: Any) -> str:
     """What a waiting run waits for, as a 409 says it."""
     if isinstance(value, dict) and value.get("type") == APPROVAL and isinstance(value.get("call"), dict):
         call = value["call"]
-        args = repr(call.get("args"))
+        args = redactor().text(repr(call.get("args")))  # a 409 names no configured secret
         shown = args if len(args) <= 200 else f"{args[:200]}..."  # arguments may be long: the call is named
         return f"waits for an approval of its call {call.get('name')!r} with {shown}"
     return "waits for the answer to the question it asked"

@@ -1,11 +1,13 @@
 """The "Bring your own tools and model" page: its phasegraph.toml is valid and shown word for word."""
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from phasegraph.graphs.registry import PROTOCOLS
 from phasegraph.nodes.project import load_project, project_problems
+from phasegraph.nodes.settings import provider_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "docs" / "examples" / "phasegraph.toml"
@@ -25,11 +27,18 @@ def test_the_readme_links_the_page_on_its_first_screen() -> None:
     assert any("(docs/your-tools.md)" in line for line in first_screen)
 
 
+@pytest.fixture
+def openai_key(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The example names openai: models, which need a key to be built (never used: nothing runs)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
+    provider_settings.cache_clear()  # read once per process: an earlier test may have read it unset
+    yield
+    provider_settings.cache_clear()
+
+
 @pytest.mark.parametrize("protocol", ["triggered_phase", "unified", "xml_contract"])
-def test_every_protocol_setting_of_the_example_applies(
-    protocol: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")  # the example names openai: models
+@pytest.mark.usefixtures("openai_key")
+def test_every_protocol_setting_of_the_example_applies(protocol: str) -> None:
     project = load_project(EXAMPLE)
     assert project is not None
     context = PROTOCOLS[protocol].make_context(project_file=str(EXAMPLE))

@@ -20,7 +20,7 @@ from phasegraph.nodes.project import Project, load_project, setting_problem
 from phasegraph.nodes.prompts import SYSTEM_PROMPT
 from phasegraph.nodes.settings import run_settings
 from phasegraph.tools import ToolContext, ToolRegistry, default_registry
-from phasegraph.tools.sources import ToolSourceError, ToolSources
+from phasegraph.tools.sources import ToolSourceError, ToolSources, select
 from phasegraph.tools.toolset import Toolset, open_toolset
 
 logger = logging.getLogger(__name__)
@@ -204,8 +204,8 @@ class RunContext:
             return self._toolset.registry
         if self._registry is None:
             base = self.tool_registry if self.tool_registry is not None else self.default_tools()
-            try:
-                self._registry = base.select(self.tools or None)
+            try:  # names or globs, as with a project's sources
+                self._registry = base.select(select(base.names(), self.tools or None))
             except ValueError as exc:
                 raise ConfigurationError(str(exc)) from exc
         return self._registry

@@ -73,3 +73,13 @@ def test_two_tools_one_wire_name_are_refused() -> None:
 
     with pytest.raises(ValueError, match="would both reach models as 'git__git_log'"):
         ToolRegistry([dotted, wired])
+
+
+def test_tool_globs_select_without_any_tool_source(tmp_path: Path) -> None:
+    """A ``tools`` glob works when the project names no MCP server or Python tool (no toolset is opened)."""
+    context = get_protocol("triggered_phase").make_context(
+        tools=["read_*", "list_files"], workspace=str(tmp_path)
+    )
+    assert context.registry().names() == ["list_files", "read_file"]
+    with pytest.raises(ConfigurationError, match="unknown tool"):
+        get_protocol("triggered_phase").make_context(tools=["reed_file"], workspace=str(tmp_path)).registry()

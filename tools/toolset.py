@@ -23,6 +23,7 @@ from phasegraph.tools.sources import (
     NORMALIZERS,
     POLICY_KEY,
     SOURCE_KEY,
+    ToolPolicy,
     ToolSourceError,
     ToolSources,
     load_python_tools,
@@ -71,7 +72,7 @@ async def open_toolset(
         if services is not None:
             for server, specs in services.catalogue().items():
                 for spec in specs.values():
-                    _add(found, _mcp_tool(services, server, spec, sources), f"mcp:{server}")
+                    _add(found, _mcp_tool_of(services, server, spec, sources), f"mcp:{server}")
             catalogue = {server: list(specs) for server, specs in services.catalogue().items()}
             if problems := unknown_policy_keys(sources.policies, catalogue):  # a lost confirm, say
                 raise ToolSourceError("; ".join(problems))
@@ -94,21 +95,34 @@ def _add(found: dict[str, tuple[BaseTool, str]], item: BaseTool, source: str) ->
 
 
 def _with_policy(item: BaseTool, source: str, sources: ToolSources) -> BaseTool:
-    """A copy of ``item`` carrying its source, its policy and the normalisers the policy names."""
-    policy = sources.policy_for(item.name, source, start=policy_of(item))  # the tool's own, then the rules
+    """A copy of ``item`` with the project's rules over its own policy (see ``with_policy``)."""
+    return with_policy(item, source, sources.policy_for(item.name, source, start=policy_of(item)))
+
+
+def with_policy(item: BaseTool, source: str, policy: ToolPolicy, name: str | None = None) -> BaseTool:
+    """A copy of ``item`` (named ``name`` when given) carrying its source and ``policy``.
+
+    The normalisers the policy names go where the call's canonical signature reads them.
+    """
     metadata: dict[str, Any] = {**(item.metadata or {}), SOURCE_KEY: source, POLICY_KEY: policy}
     if policy.normalizers:
         metadata[NORMALIZERS_KEY] = {
             **metadata.get(NORMALIZERS_KEY, {}),
             **{arg: NORMALIZERS[kind] for arg, kind in policy.normalizers.items()},
         }
-    return item.model_copy(update={"metadata": metadata})
+    return item.model_copy(update={"metadata": metadata, **({"name": name} if name else {})})
 
 
-def _mcp_tool(services: McpServices, server: str, spec: ToolSpec, sources: ToolSources) -> BaseTool:
-    """An MCP server's tool as a LangChain tool named ``<server>.<tool>``; a failed call raises ToolError."""
+def _mcp_tool_of(services: McpServices, server: str, spec: ToolSpec, sources: ToolSources) -> BaseTool:
+    """``mcp_tool`` with the timeout the project's rules give the tool."""
     name = f"{server}.{spec.name}"
     timeout = sources.policy_for(name, f"mcp:{server}").timeout_seconds or sources.call_timeout_seconds
+    return mcp_tool(services, server, spec, timeout)
+
+
+def mcp_tool(services: McpServices, server: str, spec: ToolSpec, timeout: float) -> BaseTool:
+    """An MCP server's tool as a LangChain tool named ``<server>.<tool>``; a failed call raises ToolError."""
+    name = f"{server}.{spec.name}"
 
     async def call(**args: Any) -> str:
         result = await services.call(server, spec.name, args, timeout=timeout)

@@ -15,18 +15,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 
 from phasegraph.tools import ToolRegistry
-from phasegraph.tools.errors import ToolError
 from phasegraph.tools.mcp import McpServices, ToolSpec
 from phasegraph.tools.mcp.config import SERVICE_NAME
-from phasegraph.tools.signature import NORMALIZERS_KEY
 from phasegraph.tools.sources import (
-    NORMALIZERS,
-    POLICY_KEY,
-    SOURCE_KEY,
     ToolPolicy,
     ToolSourceError,
     ToolSources,
@@ -36,6 +31,7 @@ from phasegraph.tools.sources import (
     source_of,
     unknown_policy_keys,
 )
+from phasegraph.tools.toolset import mcp_tool, with_policy
 
 logger = logging.getLogger(__name__)
 #: The service the project's Python tools are offered as.
@@ -112,14 +108,8 @@ def build_services(
         policy = policy_of_names(sources, names, source)
         if policy.timeout_seconds is None:
             policy = policy.model_copy(update={"timeout_seconds": call_timeout})
-        item = given or _mcp_tool(mcp, service, spec, policy.timeout_seconds or call_timeout)
-        metadata = {**(item.metadata or {}), SOURCE_KEY: source, POLICY_KEY: policy}
-        if policy.normalizers:  # the call's canonical signature normalises these arguments
-            metadata[NORMALIZERS_KEY] = {
-                **metadata.get(NORMALIZERS_KEY, {}),
-                **{arg: NORMALIZERS[kind] for arg, kind in policy.normalizers.items()},
-            }
-        tools.append(item.model_copy(update={"name": name, "metadata": metadata}))
+        item = given or mcp_tool(mcp, service, spec, policy.timeout_seconds or call_timeout)
+        tools.append(with_policy(item, source, policy, name))
     return Services(mcp, shown, ToolRegistry(tools), call_timeout)
 
 
@@ -162,24 +152,3 @@ def _schema(item: BaseTool) -> dict[str, Any]:
     if isinstance(schema, type) and issubclass(schema, BaseModel):
         return schema.model_json_schema()
     return dict(schema) if isinstance(schema, dict) else {"type": "object", "properties": {}}
-
-
-def _mcp_tool(mcp: McpServices, server: str, spec: ToolSpec, timeout: float) -> BaseTool:
-    """An MCP tool as a LangChain tool (its JSON schema, for approval and edits); calls go to ``mcp``."""
-    name = f"{server}.{spec.name}"
-
-    async def call(**args: Any) -> str:
-        result = await mcp.call(server, spec.name, args, timeout=timeout)
-        if result.status != "ok":
-            raise ToolError(result.error or f"{name} failed")
-        return result.output or ""
-
-    schema = dict(spec.input_schema) or {"type": "object", "properties": {}}
-    schema.setdefault("type", "object")
-    schema.setdefault("properties", {})
-    return StructuredTool(
-        name=name,
-        description=spec.description or f"{spec.name} of the MCP server {server!r}",
-        args_schema=schema,
-        coroutine=call,
-    )

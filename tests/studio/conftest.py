@@ -8,6 +8,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,13 @@ def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    folder = tmp_path_factory.mktemp("langgraph-dev")
+    with langgraph_dev(tmp_path_factory.mktemp("langgraph-dev"), dict(os.environ)) as url:
+        yield url
+
+
+@contextmanager
+def langgraph_dev(folder: Path, env: dict[str, str]) -> Iterator[str]:
+    """``langgraph dev`` started in ``folder`` with ``env`` (offline), stopped at the end: its URL."""
     port, log = _free_port(), folder / "server.log"
     command = [
         str(LANGGRAPH),
@@ -76,7 +83,7 @@ def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         process = subprocess.Popen(
             [*command, "--config", str(_config_in(folder))],
             cwd=folder,
-            env={**os.environ, **OFFLINE},
+            env={**env, **OFFLINE},
             stdout=out,
             stderr=subprocess.STDOUT,
         )

@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,8 @@ from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
 from tests.server.test_user_tools_protocols import git_log_turns, network_file
-from tests.studio.conftest import LANGGRAPH, OFFLINE, START_SECONDS, _config_in, _free_port, _wait_until_up
+from tests.studio.conftest import LANGGRAPH, START_SECONDS
+from tests.studio.conftest import langgraph_dev as studio_server
 from tests.studio.conftest import stream_events as _stream_events
 from tests.tool_projects import git_repository, git_server, write_project, write_script
 
@@ -63,27 +64,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
         yield url, repo, f"scripted:{branch}"
 
 
-@contextmanager
-def langgraph_dev(folder: Path) -> Iterator[str]:
-    """``langgraph dev`` started in ``folder`` (its project file read there), stopped at the end: its URL."""
-    env = {k: v for k, v in os.environ.items() if k not in OPERATOR_VARIABLES}
-    port, output = _free_port(), folder / "server.log"
-    command = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port"]
-    command += [str(port), "--config", str(_config_in(folder))]
-    with output.open("wb") as out:
-        process = subprocess.Popen(command, cwd=folder, env={**env, **OFFLINE}, stdout=out,
-                                   stderr=subprocess.STDOUT)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_until_up(process, url, output)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+def langgraph_dev(folder: Path) -> AbstractContextManager[str]:
+    """``langgraph dev`` started in ``folder`` (its project file read there), no operator variables."""
+    return studio_server(folder, {k: v for k, v in os.environ.items() if k not in OPERATOR_VARIABLES})
 
 
 @pytest.fixture

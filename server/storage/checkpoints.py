@@ -19,14 +19,25 @@ from phasegraph.server.storage.history import walk
 
 
 class CheckpointInfo(BaseModel):
-    """One point of a thread's timeline."""
+    """One point of a thread's timeline.
+
+    A thread's checkpoints form a tree: a fork (a run from an older checkpoint) or a state edit starts a
+    branch at its parent, so ``parent_id`` and not the order of the list says what came before.
+    """
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
     checkpoint_id: str
+    #: the checkpoint this one continues (None for the thread's first)
+    parent_id: str | None = None
     step: int | None
+    #: how it was written: ``input`` (a turn's input), ``loop`` (a step of a run), ``update`` (a state
+    #: edit), ``fork`` (a copy made to start a branch)
+    source: str | None = None
     node: str | None  # the node whose work this checkpoint saved (None for the input)
     next: list[str]
+    #: what the run waits on there: the values of its pending ``interrupt`` calls (an approval...)
+    interrupts: list[Any] = []
     created_at: str | None
     phase_index: int | None = None
     cycle_index: int | None = None
@@ -74,23 +85,50 @@ async def timeline(
         return [], None
     page, older = newest_first[:limit], newest_first[limit:]
     snapshots = list(reversed(page))
-    parents = [older[0] if older else None, *snapshots]
-    infos = [_info(spec, snap, parent) for parent, snap in zip(parents, snapshots, strict=False)]
+    known = {_id_of(snap.config): snap for snap in [*older, *snapshots]}
+    infos = [_info(spec, snap, await _parent(graph, snap, known)) for snap in snapshots]
     next_before = snapshots[0].config["configurable"]["checkpoint_id"] if older else None
     return infos, next_before
 
 
+def _id_of(config: RunnableConfig | None) -> str | None:
+    return (config or {}).get("configurable", {}).get("checkpoint_id")
+
+
+async def _parent(
+    graph: CompiledStateGraph[Any, Any, Any, Any], snap: StateSnapshot, known: dict[str, StateSnapshot]
+) -> StateSnapshot | None:
+    """The checkpoint ``snap`` continues: from the page when it is there, else read (a branch's root)."""
+    parent_id = _id_of(snap.parent_config)
+    if parent_id is None:
+        return None
+    if parent_id not in known:
+        known[parent_id] = await graph.aget_state(snap.parent_config or {})
+    return known[parent_id]
+
+
 def _info(spec: ProtocolSpec, snap: StateSnapshot, parent: StateSnapshot | None) -> CheckpointInfo:
     meta = spec.event_meta(snap.values)
+    metadata = snap.metadata or {}
     return CheckpointInfo(
         checkpoint_id=snap.config["configurable"]["checkpoint_id"],
-        step=(snap.metadata or {}).get("step"),
-        node=",".join(parent.next) if parent is not None and parent.next else None,
+        parent_id=_id_of(snap.parent_config),
+        step=metadata.get("step"),
+        source=metadata.get("source"),
+        node=_ran(parent, metadata),
         next=list(snap.next),
+        interrupts=[dumpd(i.value) for i in snap.interrupts],
         created_at=snap.created_at,
         phase_index=meta.get("phase_index"),
         cycle_index=meta.get("cycle_index"),
     )
+
+
+def _ran(parent: StateSnapshot | None, metadata: dict[str, Any]) -> str | None:
+    """The node(s) whose work the checkpoint saved: what its parent had next (none for an edit)."""
+    if metadata.get("source") == "update" or parent is None or not parent.next:
+        return None
+    return ",".join(parent.next)
 
 
 async def snapshot_at(

@@ -1,5 +1,7 @@
 """A thread's checkpoint timeline comes in bounded pages that chain without gaps or repeats."""
 
+import itertools
+
 import httpx
 
 from tests.server.conftest import stream
@@ -41,3 +43,34 @@ def test_bad_page_parameters_are_refused(servers):
             assert refused.status_code == 422
         unknown = client.get("/api/threads/pages/checkpoints", params={"before": "no-such-checkpoint"})
         assert unknown.status_code == 404 and "no-such-checkpoint" in unknown.json()["message"]
+
+
+def test_the_timeline_is_a_tree_edits_and_forks_branch_off_their_parent(servers):
+    """An edit at an older checkpoint and the run from it hang off that checkpoint, not off the newest."""
+    server = servers()
+    with httpx.Client(base_url=server.url) as client:
+        stream(client, "POST", RUN, json={"message": "Summarise the roadmap", "requestId": "tree"})
+        first = client.get("/api/threads/tree/checkpoints", params={"limit": 500}).json()
+        # each row continues the one before it, and names the node its parent had next
+        assert first[0]["parentId"] is None and first[0]["source"] == "input"
+        for before, row in itertools.pairwise(first):
+            assert row["parentId"] == before["checkpointId"] and row["source"] == "loop"
+            assert row["node"] == ",".join(before["next"]) and row["interrupts"] == []
+        at = next(row for row in first if row["next"] == ["tool_phase"])
+        edit = client.post("/threads/tree/state", json={"values": {}, "checkpoint_id": at["checkpointId"]})
+        assert edit.status_code == 200, edit.text
+        edited = edit.json()["checkpoint_id"]
+        replay = client.post(
+            "/threads/tree/runs/wait",
+            json={"assistant_id": "triggered_phase", "input": None, "checkpoint_id": edited},
+        )
+        assert replay.status_code == 200, replay.text
+
+        listed = client.get("/api/threads/tree/checkpoints", params={"limit": 500}).json()
+        rows = {row["checkpointId"]: row for row in listed}
+        assert rows[edited]["parentId"] == at["checkpointId"]
+        assert rows[edited]["source"] == "update" and rows[edited]["node"] is None  # no node ran: an edit
+        branch = [row for row in rows.values() if row["parentId"] == edited]
+        assert len(branch) == 1 and branch[0]["node"] == ",".join(rows[edited]["next"])
+        # the original line is still whole: the checkpoint edited at now has two children
+        assert len([row for row in rows.values() if row["parentId"] == at["checkpointId"]]) == 2

@@ -15,6 +15,7 @@ import {
   openThread,
   refreshThreads,
 } from "./conversation.js";
+import { initDebugger } from "./debug.js";
 import { els } from "./dom.js";
 import { loadTrace } from "./panels.js";
 import { loadProtocols, protocolSettings, protocols, restore, save, showProtocol } from "./settings.js";
@@ -224,6 +225,13 @@ async function fork(checkpointId) {
 
 // ---------------------------------------------------------------- wiring
 
+let searching = null;
+/** The thread list again for what the search box says, once typing pauses. */
+function searchThreads() {
+  clearTimeout(searching);
+  searching = setTimeout(refreshThreads, 250);
+}
+
 function sendOnEnter(event) {
   // Shift+Enter makes a new line; Enter while an IME is composing belongs to the IME.
   if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
@@ -273,6 +281,13 @@ async function init() {
   els.newThread.addEventListener("click", newThread);
   onFork(fork);
   onApprovalAnswer(answerApproval);
+  els.threadSearch.addEventListener("input", searchThreads);
+  initDebugger({
+    threadId: () => state.threadId,
+    protocol: () => state.threadProtocol || els.protocol.value,
+    streaming: () => state.streaming,
+    reopen: () => state.threadId && !state.streaming && openThread(state.threadId),
+  });
   updateControls();
   await loadProtocols(); // first: an opened thread puts its protocol in the picker
   const threadId = params.get("thread");

@@ -17,6 +17,8 @@ import {
   latestRun,
   listThreads,
   markOpen,
+  matches,
+  parseSearch,
   protocolOf,
   renameThread,
   threadState,
@@ -49,9 +51,13 @@ const threadActions = {
 
 export async function refreshThreads() {
   const project = currentProject();
+  const search = els.threadSearch.value;
+  const { metadata, words } = parseSearch(search);
   try {
-    const threads = await listThreads();
-    if (project === currentProject()) drawThreads(threads, state.threadId, threadActions);
+    const threads = (await listThreads(metadata)).filter((thread) => matches(thread, words));
+    if (project === currentProject() && search === els.threadSearch.value) {
+      drawThreads(threads, state.threadId, threadActions, Boolean(search.trim()));
+    }
   } catch (err) {
     threadsFailed(err.message);
   }

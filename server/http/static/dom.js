@@ -26,6 +26,7 @@ export const els = {
   checkpoints: $("checkpoints"),
   checkpointsThread: $("checkpoints-thread"),
   threads: $("threads"),
+  threadSearch: $("thread-search"),
   newThread: $("new-thread"),
   threadsNotice: $("threads-notice"),
 };

@@ -60,14 +60,14 @@ function forkButton(row, onFork) {
 
 function checkpointRow(row, onFork) {
   const tr = el("tr", "checkpoint-row");
-  if (!row.node) tr.classList.add("turn-start"); // the input of a turn (or of a fork) starts a run
+  if (row.source === "input") tr.classList.add("turn-start"); // the input of a turn starts a run
   tr.dataset.checkpointId = row.checkpointId;
   tr.dataset.testid = "checkpoint-row";
   tr.title = `${row.checkpointId}${row.createdAt ? `\n${row.createdAt}` : ""}`;
   const phase = row.phaseIndex == null ? "" : `#${row.phaseIndex}${row.cycleIndex == null ? "" : ` (c${row.cycleIndex})`}`;
   tr.append(
     el("td", "num", row.step == null ? "" : String(row.step)),
-    el("td", "node", row.node || "(input)"),
+    el("td", "node", row.node || (row.source === "update" ? "(edit)" : "(input)")),
     el("td", "", phase),
     el("td", "next", row.next && row.next.length ? row.next.join(", ") : "(end)"),
   );

@@ -12,7 +12,33 @@ const TITLE_CHARS = 60;
 // A delete asks for a second click within this time.
 const CONFIRM_MS = 4000;
 
-export const listThreads = () => api("POST", "/threads/search", { limit: LIST_LIMIT });
+/** The project's threads, newest first; ``metadata`` keeps those whose metadata has these values. */
+export const listThreads = (metadata = {}) => api("POST", "/threads/search", { limit: LIST_LIMIT, metadata });
+
+/**
+ * What a search box says: ``key=value`` words filter on the threads' metadata (on the server, exact
+ * values; ``true``/``false``/numbers as JSON), the other words must all be in a thread's title or id.
+ */
+export function parseSearch(text) {
+  const metadata = {};
+  const words = [];
+  for (const word of text.trim().split(/\s+/).filter(Boolean)) {
+    const at = word.indexOf("=");
+    if (at > 0) {
+      const raw = word.slice(at + 1);
+      let value = raw;
+      if (/^(true|false|null|-?\d+(\.\d+)?)$/.test(raw)) value = JSON.parse(raw);
+      metadata[word.slice(0, at)] = value;
+    } else words.push(word.toLowerCase());
+  }
+  return { metadata, words };
+}
+
+/** Whether a thread's title (or id) holds every word. */
+export function matches(thread, words) {
+  const text = `${titleOf(thread)} ${thread.thread_id}`.toLowerCase();
+  return words.every((word) => text.includes(word));
+}
 export const getThread = (threadId) => api("GET", `/threads/${enc(threadId)}`);
 export const threadState = (threadId) => api("GET", `/threads/${enc(threadId)}/state`);
 export const deleteThread = (threadId) => api("DELETE", `/threads/${enc(threadId)}`);
@@ -138,10 +164,11 @@ function threadItem(thread, openId, on) {
   return item;
 }
 
-/** Draw the list; ``on`` = {open(id), rename(id, title), remove(id)}. */
-export function drawThreads(threads, openId, on) {
+/** Draw the list; ``on`` = {open(id), rename(id, title), remove(id)}; ``searched``: a search made it. */
+export function drawThreads(threads, openId, on, searched = false) {
   if (!threads.length) {
-    els.threads.replaceChildren(el("li", "hint", "No threads in this project yet."));
+    const empty = searched ? "No thread of this project matches the search." : "No threads in this project yet.";
+    els.threads.replaceChildren(el("li", "hint", empty));
     return;
   }
   els.threads.replaceChildren(...threads.map((thread) => threadItem(thread, openId, on)));

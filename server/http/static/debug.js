@@ -1,0 +1,364 @@
+// The offline graph debugger (the page's Debug tab): the chosen protocol's graph (graph.js), the open
+// thread's checkpoints as a tree with its branches (timeline.js), the state at a checkpoint with what
+// changed and an editor (inspect.js), breakpoints for the next run and runs from any checkpoint.
+//
+// While the tab is shown it asks the server every POLL_MS for the thread's newest checkpoint; when one
+// is new it reads the timeline again. So a run started anywhere (this page's chat, the CLI, another
+// client) is followed: while it runs the lit node is the one running (the newest checkpoint's next).
+
+import { api, enc, postStream, readError, sseFrames } from "./api.js";
+import { el, els } from "./dom.js";
+import { drawGraph, graphNodes, loadGraph, markGraph } from "./graph.js";
+import { showEditor, showState } from "./inspect.js";
+import { drawTimeline, newestOf, pathTo, sinceTurn, treeOf, walked } from "./timeline.js";
+
+const POLL_MS = 400;
+const TIMELINE_LIMIT = 500;
+const LIVE_RUN = new Set(["pending", "running"]);
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  tabChat: $("tab-chat"),
+  tabDebug: $("tab-debug"),
+  chatView: $("chat-view"),
+  debugView: $("debug-view"),
+  graph: $("graph"),
+  expand: $("expand-subgraphs"),
+  expandLabel: $("expand-label"),
+  status: $("debug-status"),
+  timeline: $("timeline"),
+  timelineThread: $("timeline-thread"),
+  breakpoints: $("breakpoints"),
+  continueRun: $("continue-run"),
+  runNotice: $("run-notice"),
+  stateView: $("state-view"),
+  stateCheckpoint: $("state-checkpoint"),
+  editor: $("state-editor"),
+};
+
+const dbg = {
+  protocol: null, // the protocol whose graph is drawn
+  drawn: null, // its graph as drawn (collapsed or expanded)
+  schema: null, // its state's JSON Schema (the editor checks edits against it)
+  threadId: null,
+  threadRan: false, // the thread has a run: its graph is that run's protocol, whatever the picker says
+  rows: [], // the thread's checkpoints
+  newestId: null,
+  runStatus: null, // the thread's newest run, as the LangGraph API names its status
+  selectedId: null,
+  follow: true, // the selection follows the newest checkpoint (until a checkpoint is picked)
+  running: false, // a run this tab started is streaming
+  breakBefore: new Set(),
+  breakAfter: new Set(),
+  busy: false, // a poll is under way
+  chatStale: false, // the chat was drawn before a run this tab made: draw it again when shown
+};
+
+let hooks = { threadId: () => null, protocol: () => null, streaming: () => false, reopen: () => {} };
+
+const shown = () => !ui.debugView.hidden;
+const live = () => dbg.running || hooks.streaming() || LIVE_RUN.has(dbg.runStatus);
+
+function say(text) {
+  ui.status.textContent = text;
+}
+
+function notice(text) {
+  ui.runNotice.textContent = text;
+  ui.runNotice.hidden = !text;
+}
+
+// ---------------------------------------------------------------- tabs
+
+function showTab(debug) {
+  ui.debugView.hidden = !debug;
+  ui.chatView.hidden = debug;
+  ui.tabDebug.setAttribute("aria-selected", String(debug));
+  ui.tabChat.setAttribute("aria-selected", String(!debug));
+  document.querySelector(".layout").classList.toggle("debugging", debug);
+  if (debug) poll();
+  else if (dbg.chatStale) {
+    dbg.chatStale = false;
+    hooks.reopen();
+  }
+}
+
+// ---------------------------------------------------------------- the graph
+
+async function drawProtocol(protocol) {
+  dbg.protocol = protocol;
+  dbg.drawn = null;
+  ui.graph.replaceChildren(el("p", "hint", `loading ${protocol}'s graph…`));
+  try {
+    const [collapsed, expanded, schemas] = await Promise.all([
+      loadGraph(protocol, false),
+      loadGraph(protocol, true),
+      api("GET", `/assistants/${enc(protocol)}/schemas`),
+    ]);
+    if (dbg.protocol !== protocol) return;
+    const nested = expanded.nodes.length !== collapsed.nodes.length;
+    ui.expandLabel.hidden = !nested; // only a protocol with a subgraph (the planner's executor) expands
+    dbg.drawn = nested && ui.expand.checked ? expanded : collapsed;
+    dbg.schema = schemas.state_schema || null;
+    drawGraph(ui.graph, dbg.drawn, { onNode: toggleBreakpoint });
+    drawBreakpoints(graphNodes(collapsed)); // a run stops at the protocol's own nodes
+    mark();
+  } catch (err) {
+    ui.graph.replaceChildren(el("p", "note error", `the graph could not be drawn: ${err.message}`));
+  }
+}
+
+/** An edge of the drawing between two nodes; a subgraph's name stands for any node inside it. */
+function drawnEdges([source, target]) {
+  const within = (id, name) => id === name || id.startsWith(`${name}:`);
+  return (dbg.drawn ? dbg.drawn.edges : [])
+    .filter((edge) => within(edge.source, source) && within(edge.target, target))
+    .map((edge) => [edge.source, edge.target]);
+}
+
+/** Light the graph for the selected checkpoint, or for the run while one goes on. */
+function mark() {
+  if (!dbg.drawn) return;
+  const tree = treeOf(dbg.rows);
+  const at = tree.byId.get(dbg.selectedId);
+  const marks = { breakBefore: [...dbg.breakBefore], breakAfter: [...dbg.breakAfter] };
+  if (at) {
+    const { visited, taken } = walked(sinceTurn(pathTo(tree, at.checkpointId)));
+    marks.visited = visited;
+    marks.taken = taken.flatMap(drawnEdges);
+    const newest = at.checkpointId === dbg.newestId;
+    if (newest && live()) marks.active = at.next; // running now
+    else if (newest && at.next.length) marks.waiting = at.next; // paused there: a breakpoint or a question
+    else marks.active = at.node ? at.node.split(",") : []; // the node whose work this checkpoint saved
+  }
+  markGraph(ui.graph, marks);
+  describe(at);
+}
+
+function describe(at) {
+  if (!dbg.threadId) return say("No thread is open: send a message or open one to follow its run here.");
+  if (!at) return say("This thread has no checkpoints yet.");
+  const newest = at.checkpointId === dbg.newestId;
+  const next = at.next.join(", ");
+  if (newest && live()) return say(`running: ${next || "finishing"}`);
+  if (newest && at.interrupts && at.interrupts.length) return say(`waits for an answer at ${next}`);
+  if (newest && at.next.length) return say(`paused before ${next}`);
+  if (newest) return say("finished");
+  return say(`checkpoint at step ${at.step} (${at.node || at.source}); the thread went on from here`);
+}
+
+// ---------------------------------------------------------------- breakpoints
+
+function toggleBreakpoint(node) {
+  if (node.includes(":")) node = node.slice(0, node.indexOf(":")); // a run stops at the subgraph's node
+  const box = ui.breakpoints.querySelector(`input[data-when="before"][data-node="${CSS.escape(node)}"]`);
+  if (!box) return;
+  box.checked = !box.checked;
+  box.dispatchEvent(new Event("change"));
+}
+
+function drawBreakpoints(nodes) {
+  const known = new Set(nodes);
+  for (const set of [dbg.breakBefore, dbg.breakAfter]) for (const node of [...set]) if (!known.has(node)) set.delete(node);
+  const table = el("table", "breakpoint-table");
+  const head = el("tr");
+  head.append(el("th", "", "stop"), el("th", "", "before"), el("th", "", "after"));
+  table.append(head);
+  for (const node of nodes) {
+    const row = el("tr");
+    row.dataset.node = node;
+    row.append(el("td", "breakpoint-node", node));
+    for (const [when, set] of [["before", dbg.breakBefore], ["after", dbg.breakAfter]]) {
+      const box = el("input");
+      box.type = "checkbox";
+      box.dataset.testid = `break-${when}`;
+      box.dataset.when = when;
+      box.dataset.node = node;
+      box.checked = set.has(node);
+      box.setAttribute("aria-label", `stop ${when} ${node}`);
+      box.addEventListener("change", () => {
+        if (box.checked) set.add(node);
+        else set.delete(node);
+        mark();
+      });
+      const cell = el("td");
+      cell.append(box);
+      row.append(cell);
+    }
+    table.append(row);
+  }
+  ui.breakpoints.replaceChildren(el("p", "hint", "Stop the next run before or after these nodes:"), table);
+}
+
+// ---------------------------------------------------------------- the thread
+
+function resetThread(threadId) {
+  Object.assign(dbg, { threadId, rows: [], newestId: null, runStatus: null, selectedId: null, follow: true });
+  dbg.threadRan = false;
+  ui.timelineThread.textContent = threadId ? `· ${threadId}` : "";
+  ui.timeline.replaceChildren(el("p", "hint", threadId ? "loading…" : "Open a thread to see its checkpoints."));
+  ui.stateView.replaceChildren(el("p", "hint", "Select a checkpoint in the timeline."));
+  ui.editor.replaceChildren();
+  ui.stateCheckpoint.textContent = "";
+  updateButtons();
+}
+
+async function readThread() {
+  const threadId = dbg.threadId;
+  const path = `/api/threads/${enc(threadId)}/checkpoints`;
+  let newest;
+  try {
+    [newest] = await api("GET", `${path}?limit=1`);
+  } catch (err) {
+    if (err.status === 404) return; // no run yet: nothing to show
+    throw err;
+  }
+  const runs = await api("GET", `/threads/${enc(threadId)}/runs?limit=1`);
+  if (threadId !== dbg.threadId) return;
+  const status = runs.length ? runs[0].status : null;
+  dbg.threadRan = Boolean(runs.length && runs[0].assistant_id);
+  // The graph is the one the thread ran on (a chat may have gone to another protocol's route).
+  if (runs.length && runs[0].assistant_id && runs[0].assistant_id !== dbg.protocol) {
+    await drawProtocol(runs[0].assistant_id);
+  }
+  const changed = newest && newest.checkpointId !== dbg.newestId;
+  const settled = status !== dbg.runStatus;
+  dbg.runStatus = status;
+  if (changed) {
+    const rows = await api("GET", `${path}?limit=${TIMELINE_LIMIT}`);
+    if (threadId !== dbg.threadId) return;
+    dbg.rows = rows;
+    dbg.newestId = newestOf(rows).checkpointId;
+    if (dbg.follow || !dbg.selectedId) dbg.selectedId = dbg.newestId;
+    drawRows();
+    await showCheckpoint(dbg.selectedId);
+  } else if (settled) mark();
+  updateButtons();
+}
+
+function drawRows() {
+  drawTimeline(ui.timeline, dbg.rows, dbg.selectedId, { select: pick });
+}
+
+/** The user picked a checkpoint: show it, and stop following the run (until the next run starts). */
+function pick(checkpointId) {
+  dbg.follow = checkpointId === dbg.newestId;
+  dbg.selectedId = checkpointId;
+  drawRows();
+  showCheckpoint(checkpointId);
+}
+
+const stateAt = (threadId, checkpointId) => api("GET", `/threads/${enc(threadId)}/state/${enc(checkpointId)}`);
+
+async function showCheckpoint(checkpointId) {
+  const threadId = dbg.threadId;
+  const row = treeOf(dbg.rows).byId.get(checkpointId);
+  mark();
+  updateButtons();
+  if (!row) return;
+  try {
+    const [snapshot, previous] = await Promise.all([
+      stateAt(threadId, checkpointId),
+      row.parentId ? stateAt(threadId, row.parentId) : null,
+    ]);
+    if (threadId !== dbg.threadId || checkpointId !== dbg.selectedId) return;
+    snapshot.ran = row.node ? row.node.split(",") : [];
+    ui.stateCheckpoint.textContent = `· step ${row.step} · ${checkpointId}`;
+    showState(ui.stateView, snapshot, previous);
+    showEditor(ui.editor, { snapshot, schema: dbg.schema, onSave: (field, value) => edit(checkpointId, field, value) });
+  } catch (err) {
+    ui.stateView.replaceChildren(el("p", "note error", `the state could not be read: ${err.message}`));
+  }
+}
+
+// ---------------------------------------------------------------- edits and runs
+
+/** Save an edited field as a new checkpoint on top of ``checkpointId`` (a branch when it is not the newest). */
+async function edit(checkpointId, field, value) {
+  const written = await api("POST", `/threads/${enc(dbg.threadId)}/state`, {
+    values: { [field]: value },
+    checkpoint_id: checkpointId,
+  });
+  notice("");
+  dbg.follow = true; // the edit is the newest checkpoint: select it
+  await readThread();
+  say(`saved as checkpoint ${written.checkpoint_id}: "Continue from here" runs the thread from it`);
+}
+
+function updateButtons() {
+  const row = treeOf(dbg.rows).byId.get(dbg.selectedId);
+  ui.continueRun.disabled = !row || !row.next.length || live();
+  ui.continueRun.textContent = row && row.checkpointId !== dbg.newestId ? "Replay from here" : "Continue from here";
+}
+
+/** Run the thread from the selected checkpoint (a fork when it is not the newest), with the breakpoints. */
+async function runFromHere() {
+  const checkpointId = dbg.selectedId;
+  if (!checkpointId || live()) return;
+  notice("");
+  dbg.running = true;
+  dbg.follow = true;
+  updateButtons();
+  const body = {
+    assistant_id: dbg.protocol,
+    input: null,
+    checkpoint_id: checkpointId,
+    stream_mode: ["updates"],
+    interrupt_before: [...dbg.breakBefore],
+    interrupt_after: [...dbg.breakAfter],
+  };
+  try {
+    const response = await postStream(`/threads/${enc(dbg.threadId)}/runs/stream`, body);
+    if (!response.ok) {
+      const refusal = await readError(response);
+      notice(`the run was refused (${refusal.status}): ${refusal.message}`);
+    } else {
+      for await (const frame of sseFrames(response.body)) {
+        if (frame.event === "error") notice(`the run failed: ${frame.data}`);
+      }
+    }
+  } catch (err) {
+    notice(`the run failed: ${err.message}`);
+  } finally {
+    dbg.running = false;
+    dbg.chatStale = true;
+    dbg.newestId = null; // read the timeline again, whatever the poll saw meanwhile
+    await poll();
+  }
+}
+
+// ---------------------------------------------------------------- the loop
+
+async function poll() {
+  if (!shown() || dbg.busy) return;
+  dbg.busy = true;
+  try {
+    const threadId = hooks.threadId();
+    if (threadId !== dbg.threadId) resetThread(threadId);
+    const protocol = hooks.protocol();
+    if (!dbg.threadRan && protocol && protocol !== dbg.protocol) await drawProtocol(protocol);
+    if (threadId) await readThread();
+    else mark();
+  } catch (err) {
+    say(`could not read the thread: ${err.message}`);
+  } finally {
+    dbg.busy = false;
+  }
+}
+
+/**
+ * Start the debugger. ``given`` tells it the open thread, the chosen protocol (the open thread's, else the
+ * picker's), whether the chat is streaming, and how to draw the chat again after a run made here.
+ */
+export function initDebugger(given) {
+  hooks = { ...hooks, ...given };
+  ui.tabChat.addEventListener("click", () => showTab(false));
+  ui.tabDebug.addEventListener("click", () => showTab(true));
+  ui.expand.addEventListener("change", () => {
+    dbg.protocol = null; // draw it again, the other way
+    poll();
+  });
+  ui.continueRun.addEventListener("click", runFromHere);
+  setInterval(poll, POLL_MS);
+  if (new URL(window.location.href).searchParams.get("view") === "debug") showTab(true);
+}

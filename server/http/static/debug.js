@@ -13,6 +13,9 @@ import { showEditor, showState } from "./inspect.js";
 import { drawTimeline, newestOf, pathTo, sinceTurn, treeOf, walked } from "./timeline.js";
 
 const POLL_MS = 400;
+// With no run going on, the thread is read every QUIET_EVERY-th poll (2 s): a run started elsewhere
+// still shows within that, and an idle tab costs the server little.
+const QUIET_EVERY = 5;
 const TIMELINE_LIMIT = 500;
 const LIVE_RUN = new Set(["pending", "running"]);
 
@@ -51,6 +54,7 @@ const dbg = {
   breakBefore: new Set(),
   breakAfter: new Set(),
   busy: false, // a poll is under way
+  quiet: 0, // polls skipped since the thread last moved (see QUIET_EVERY)
   chatStale: false, // the chat was drawn before a run this tab made: draw it again when shown
 };
 
@@ -224,6 +228,7 @@ async function readThread() {
   const changed = newest && newest.checkpointId !== dbg.newestId;
   const settled = status !== dbg.runStatus;
   dbg.runStatus = status;
+  if (changed || settled) dbg.quiet = 0;
   if (changed) {
     const rows = await api("GET", `${path}?limit=${TIMELINE_LIMIT}`);
     if (threadId !== dbg.threadId) return;
@@ -359,6 +364,9 @@ export function initDebugger(given) {
     poll();
   });
   ui.continueRun.addEventListener("click", runFromHere);
-  setInterval(poll, POLL_MS);
+  setInterval(() => {
+    const moved = dbg.threadId !== hooks.threadId() || (!dbg.threadRan && hooks.protocol() !== dbg.protocol);
+    if (live() || moved || ++dbg.quiet % QUIET_EVERY === 0) poll();
+  }, POLL_MS);
   if (new URL(window.location.href).searchParams.get("view") === "debug") showTab(true);
 }

@@ -52,6 +52,13 @@ class ChatRequest(Body):
     model: str | None = None
     show_tool_outputs: bool = False
     on_disconnect: Literal["stop", "continue"] = "stop"
+    interrupt_before: list[str] | None = Field(
+        default=None, max_length=100,
+        description="Breakpoints: the run pauses before any of these nodes (Resume goes on from there).",
+    )  # fmt: skip
+    interrupt_after: list[str] | None = Field(
+        default=None, max_length=100, description="Breakpoints: the run pauses after any of these nodes."
+    )
 
 
 class RunRequest(ChatRequest):

@@ -21,6 +21,7 @@ from phasegraph.server.http.requests import resume_visible
 from phasegraph.server.http.responses import STARTS, ProtocolInfo, errors
 from phasegraph.server.http.sse import follow_sse
 from phasegraph.server.runs.manager import manager_of
+from phasegraph.server.runs.stops import checked_stops
 from phasegraph.server.storage.records import RequestRecord
 
 FALLBACK_ROUTE = "/api/chat/messages"
@@ -34,10 +35,17 @@ def stream_routes(caller: Caller) -> APIRouter:
         access.require(body.project_id)
         manager = manager_of(request)
         manager.check_message_size(body.message)
+        served = manager.protocol(protocol)
+        graph = served.graph
+        stops = {
+            "interrupt_before": checked_stops(protocol, graph, "interruptBefore", body.interrupt_before),
+            "interrupt_after": checked_stops(protocol, graph, "interruptAfter", body.interrupt_after),
+        }
         return await manager.start(
-            manager.protocol(protocol), body.message, project_id=body.project_id, request_id=body.request_id,
+            served, body.message, project_id=body.project_id, request_id=body.request_id,
             thread_id=body.thread_id, model=body.model, show_tool_outputs=body.show_tool_outputs,
             settings=body.settings if isinstance(body, RunRequest) else None,
+            options={key: value for key, value in stops.items() if value},
         )  # fmt: skip
 
     def starter(protocol: str, *, two_stage: bool = False) -> Any:

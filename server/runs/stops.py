@@ -1,4 +1,7 @@
-"""The stops a LangGraph API run asked for: ``interrupt_before`` / ``interrupt_after`` its nodes.
+"""The stops a run asked for: ``interrupt_before`` / ``interrupt_after`` its nodes (breakpoints).
+
+A LangGraph API run names them as the API does, a native chat run as ``interruptBefore`` /
+``interruptAfter`` (the page's Debug tab sets them).
 
 They are kept on the request (``options``), so whichever replica drives the run stops it at the
 same nodes. The graph stops there as it does at the protocol's own pause points; the driver then
@@ -14,8 +17,25 @@ from typing import Any
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
+from phasegraph.nodes.errors import InvalidInputError
+
+Graph = CompiledStateGraph[Any, Any, Any, Any]
+
 #: Every node ("*" in the LangGraph API).
 ALL = "*"
+
+
+def checked_stops(protocol: str, graph: Graph, field: str, value: Any) -> Any:
+    """Stop nodes as given (``"*"``, a list or None), refused (422) when one is not a node of the graph."""
+    if value is None or value == ALL:
+        return value
+    known = set(graph.nodes) - {"__start__"}
+    unknown = [node for node in value if node not in known]
+    if unknown:
+        raise InvalidInputError(
+            f"{field}: {unknown[0]!r} is not a node of {protocol!r} ({', '.join(sorted(known))})"
+        )
+    return list(value)
 
 
 @dataclass(frozen=True)

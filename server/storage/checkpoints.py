@@ -85,7 +85,7 @@ async def timeline(
         return [], None
     page, older = newest_first[:limit], newest_first[limit:]
     snapshots = list(reversed(page))
-    known = {_id_of(snap.config): snap for snap in [*older, *snapshots]}
+    known = {snap.config["configurable"]["checkpoint_id"]: snap for snap in [*older, *snapshots]}
     infos = [_info(spec, snap, await _parent(graph, snap, known)) for snap in snapshots]
     next_before = snapshots[0].config["configurable"]["checkpoint_id"] if older else None
     return infos, next_before
@@ -109,7 +109,7 @@ async def _parent(
 
 def _info(spec: ProtocolSpec, snap: StateSnapshot, parent: StateSnapshot | None) -> CheckpointInfo:
     meta = spec.event_meta(snap.values)
-    metadata = snap.metadata or {}
+    metadata: dict[str, Any] = dict(snap.metadata or {})
     return CheckpointInfo(
         checkpoint_id=snap.config["configurable"]["checkpoint_id"],
         parent_id=_id_of(snap.parent_config),

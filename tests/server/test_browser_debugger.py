@@ -363,3 +363,25 @@ def test_a_run_waiting_for_an_approval_shows_where_it_waits(store: str, tmp_path
             expect(page.locator("#debug-status")).to_have_text("finished", timeout=WAIT)
     finally:
         server.stop()
+
+
+def test_a_breakpoint_pauses_the_next_chat_message_too(server: Server) -> None:
+    with open_page() as page:
+        page.goto(server.url)
+        page.locator("#protocol").select_option("xml_contract")
+        page.locator("[data-testid='tab-debug']").click()
+        page.locator("[data-testid='break-before'][data-node='execute_blocks']").check()
+        page.locator("[data-testid='tab-chat']").click()
+        page.locator("#message").fill(MESSAGE)
+        page.locator("#send").click()
+        expect(page.locator("#status")).to_have_text("paused", timeout=WAIT)
+        page.locator("[data-testid='tab-debug']").click()
+        expect(page.locator("#debug-status")).to_have_text("paused before execute_blocks", timeout=WAIT)
+        page.locator("[data-testid='tab-chat']").click()
+        resumes, status = 0, page.locator("#status")
+        while status.inner_text() == "paused" and resumes < 5:  # it pauses before each execute_blocks
+            page.locator("#resume").click()
+            resumes += 1
+            expect(status).not_to_have_text("paused", timeout=WAIT)
+            expect(status).to_have_text(re.compile("^(paused|done)$"), timeout=WAIT)
+    assert resumes == 2  # the demo proposes two blocks of calls: it paused before each

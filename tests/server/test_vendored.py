@@ -1,4 +1,4 @@
-"""The libraries the page ships (server/http/static/vendor) are the npm packages tests/js pins, byte for byte."""
+"""The libraries the page ships (server/http/static/vendor) are the npm packages tests/js pins, exactly."""
 
 from __future__ import annotations
 

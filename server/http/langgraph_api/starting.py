@@ -20,6 +20,7 @@ from phasegraph.server.http.langgraph_api.bodies import RunFields, ThreadRunBody
 from phasegraph.server.http.langgraph_api.common import client_messages
 from phasegraph.server.runs.manager import RunManager
 from phasegraph.server.runs.protocols import Served
+from phasegraph.server.runs.stops import checked_stops
 from phasegraph.server.storage.checkpoints import require_next, snapshot_at, thread_config
 from phasegraph.server.storage.records import RequestRecord
 from phasegraph.server.storage.threads import ThreadExists, ThreadRecord, ThreadStore
@@ -50,19 +51,6 @@ async def thread_for(
         return await threads.create(project_id, thread_id, {})
     except ThreadExists:  # a run starting at the same moment made it: go on it, as if it had been there
         return await thread_for(threads, project_id, thread_id, if_not_exists)
-
-
-def _nodes(spec: ProtocolSpec, graph: Graph, field: str, value: Any) -> Any:
-    """Stop nodes as given, refused (422) when one is not a node of the graph."""
-    if value is None or value == "*":
-        return value
-    known = set(graph.nodes) - {"__start__"}
-    unknown = [node for node in value if node not in known]
-    if unknown:
-        raise InvalidInputError(
-            f"{field}: {unknown[0]!r} is not a node of {spec.id!r} ({', '.join(sorted(known))})"
-        )
-    return list(value)
 
 
 #: Input keys AG-UI's and CopilotKit's LangGraph agents add to every run (the client's own tools and
@@ -144,8 +132,8 @@ async def start_run(
     served = protocol_of(manager, body.assistant_id)
     spec, graph = served.spec, served.graph
     options: dict[str, Any] = {
-        "interrupt_before": _nodes(spec, graph, "interrupt_before", body.interrupt_before),
-        "interrupt_after": _nodes(spec, graph, "interrupt_after", body.interrupt_after),
+        "interrupt_before": checked_stops(spec.id, graph, "interrupt_before", body.interrupt_before),
+        "interrupt_after": checked_stops(spec.id, graph, "interrupt_after", body.interrupt_after),
         "metadata": body.metadata,
         "stream_mode": body.modes(),
     }

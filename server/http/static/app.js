@@ -15,7 +15,7 @@ import {
   openThread,
   refreshThreads,
 } from "./conversation.js";
-import { initDebugger } from "./debug.js";
+import { breakpointsFor, initDebugger } from "./debug.js";
 import { els } from "./dom.js";
 import { loadTrace } from "./panels.js";
 import { loadProtocols, protocolSettings, protocols, restore, save, showProtocol } from "./settings.js";
@@ -124,6 +124,9 @@ async function sendOnThread(message, protocol) {
   };
   const settings = protocolSettings(protocol); // only protocols with settings on the page send any
   if (settings) body.settings = settings;
+  const stops = breakpointsFor(protocol); // the Debug tab's breakpoints: the run pauses there
+  if (stops.before.length) body.interruptBefore = stops.before;
+  if (stops.after.length) body.interruptAfter = stops.after;
   state.starting = false; // the stream's own flag takes over
   let refusal = await openStream(route, body);
   const fallback = refusal && fallbackFrom(refusal, route);

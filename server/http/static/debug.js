@@ -191,7 +191,8 @@ function drawBreakpoints(nodes) {
     }
     table.append(row);
   }
-  ui.breakpoints.replaceChildren(el("p", "hint", "Stop the next run before or after these nodes:"), table);
+  const hint = "Pause the next run (a message sent in the chat, or a run from here) before or after these nodes:";
+  ui.breakpoints.replaceChildren(el("p", "hint", hint), table);
 }
 
 // ---------------------------------------------------------------- the thread
@@ -349,6 +350,12 @@ async function poll() {
   } finally {
     dbg.busy = false;
   }
+}
+
+/** The breakpoints picked for ``protocol`` (none when its graph is not the one drawn): {before, after}. */
+export function breakpointsFor(protocol) {
+  if (protocol !== dbg.protocol) return { before: [], after: [] };
+  return { before: [...dbg.breakBefore], after: [...dbg.breakAfter] };
 }
 
 /**

@@ -108,6 +108,8 @@ async function drawProtocol(protocol) {
     drawBreakpoints(graphNodes(collapsed)); // a run stops at the protocol's own nodes
     mark();
   } catch (err) {
+    if (dbg.protocol !== protocol) return;
+    dbg.protocol = null; // the next poll tries again (a token typed in since, a server back up)
     ui.graph.replaceChildren(el("p", "note error", `the graph could not be drawn: ${err.message}`));
   }
 }

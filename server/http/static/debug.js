@@ -133,8 +133,11 @@ function mark() {
     marks.visited = visited;
     marks.taken = taken.flatMap(drawnEdges);
     const newest = at.checkpointId === dbg.newestId;
-    if (newest && live()) marks.active = at.next; // running now
-    else if (newest && at.next.length) marks.waiting = at.next; // paused there: a breakpoint or a question
+    if (newest && live()) {
+      marks.active = at.next; // running now, reached through the edge from the node before
+      const before = at.node ? at.node.split(",") : ["__start__"];
+      marks.taken.push(...before.flatMap((source) => at.next.flatMap((target) => drawnEdges([source, target]))));
+    } else if (newest && at.next.length) marks.waiting = at.next; // paused there: a breakpoint or a question
     else marks.active = at.node ? at.node.split(",") : []; // the node whose work this checkpoint saved
   }
   markGraph(ui.graph, marks);

@@ -125,8 +125,12 @@ def _info(spec: ProtocolSpec, snap: StateSnapshot, parent: StateSnapshot | None)
 
 
 def _ran(parent: StateSnapshot | None, metadata: dict[str, Any]) -> str | None:
-    """The node(s) whose work the checkpoint saved: what its parent had next (none for an edit)."""
-    if metadata.get("source") == "update" or parent is None or not parent.next:
+    """The node(s) whose work the checkpoint saved: what its parent had next.
+
+    None for the input, for an edit (``update``) and for the copy a replay from an older checkpoint
+    starts its branch with (``fork``): no node ran to make those.
+    """
+    if metadata.get("source") in ("update", "fork") or parent is None or not parent.next:
         return None
     return ",".join(parent.next)
 

@@ -74,3 +74,21 @@ def test_the_timeline_is_a_tree_edits_and_forks_branch_off_their_parent(servers)
         assert len(branch) == 1 and branch[0]["node"] == ",".join(rows[edited]["next"])
         # the original line is still whole: the checkpoint edited at now has two children
         assert len([row for row in rows.values() if row["parentId"] == at["checkpointId"]]) == 2
+
+
+def test_a_replay_from_an_older_checkpoint_starts_with_a_fork_no_node_ran_for(servers):
+    server = servers()
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        stream(client, "POST", RUN, json={"message": "Summarise the roadmap", "requestId": "replayed"})
+        first = client.get("/api/threads/replayed/checkpoints", params={"limit": 500}).json()
+        at = next(row for row in first if row["next"] == ["tool_phase"])
+        replay = client.post(
+            "/threads/replayed/runs/wait",
+            json={"assistant_id": "triggered_phase", "input": None, "checkpoint_id": at["checkpointId"]},
+        )
+        assert replay.status_code == 200, replay.text
+        rows = client.get("/api/threads/replayed/checkpoints", params={"limit": 500}).json()
+        fork = next(row for row in rows if row["parentId"] == at["checkpointId"] and row["source"] == "fork")
+        assert fork["node"] is None and fork["next"] == ["tool_phase"]  # nothing ran yet: tool_phase is next
+        after = next(row for row in rows if row["parentId"] == fork["checkpointId"])
+        assert after["node"] == "tool_phase"  # and then it ran, once

@@ -67,7 +67,7 @@ function checkpointRow(row, onFork) {
   const phase = row.phaseIndex == null ? "" : `#${row.phaseIndex}${row.cycleIndex == null ? "" : ` (c${row.cycleIndex})`}`;
   tr.append(
     el("td", "num", row.step == null ? "" : String(row.step)),
-    el("td", "node", row.node || (row.source === "update" ? "(edit)" : "(input)")),
+    el("td", "node", row.node || { update: "(edit)", fork: "(fork)" }[row.source] || "(input)"),
     el("td", "", phase),
     el("td", "next", row.next && row.next.length ? row.next.join(", ") : "(end)"),
   );

@@ -301,6 +301,8 @@ def test_threads_are_searched_by_metadata_and_words_and_open_in_the_debugger(ser
         expect(titles).to_have_text(["Roadmap questions"])
         search.fill("team=green")
         expect(page.locator("#threads")).to_contain_text("No thread of this project matches the search.")
+        search.fill("team=007")  # not the number 7: text, as typed (and no page error)
+        expect(page.locator("#threads")).to_contain_text("No thread of this project matches the search.")
         search.fill("blue")
         expect(titles).to_have_text(["Roadmap for blue"])
         # a past thread opens in the debugger as any other: its protocol's graph and its timeline
@@ -351,11 +353,10 @@ def test_a_run_waiting_for_an_approval_shows_where_it_waits(store: str, tmp_path
             waits = page.locator("[data-testid='timeline-item'].selected .timeline-waits")
             expect(waits).to_have_text("waits: approval")
             expect(page.locator("[data-testid='state-waits']")).to_contain_text("approval")
-            expect(page.locator("[data-testid='continue-run']")).to_be_enabled()
             page.screenshot(path=str(screenshots(tmp_path) / f"debugger-approval-{store}.png"))
-            # Continue without an answer is refused, saying why; the answer (in the chat) lets it go on
-            page.locator("[data-testid='continue-run']").click()
-            expect(page.locator("#run-notice")).to_contain_text("answer")
+            # no Continue without the answer, and the tab says where to give it; the answer lets it go on
+            expect(page.locator("[data-testid='continue-run']")).to_be_disabled()
+            expect(page.locator("#run-notice")).to_contain_text("answer it in the Chat tab")
             page.locator("[data-testid='tab-chat']").click()
             page.locator("[data-testid='approve']").click()
             expect(page.locator("#status")).to_have_text("done", timeout=WAIT * 2)
@@ -385,3 +386,64 @@ def test_a_breakpoint_pauses_the_next_chat_message_too(server: Server) -> None:
             expect(status).not_to_have_text("paused", timeout=WAIT)
             expect(status).to_have_text(re.compile("^(paused|done)$"), timeout=WAIT)
     assert resumes == 2  # the demo proposes two blocks of calls: it paused before each
+
+
+def test_a_new_run_is_followed_after_an_older_checkpoint_was_picked(server: Server) -> None:
+    """Picking an old checkpoint holds the view there only until the thread's next run starts."""
+    with open_page() as page:
+        page.set_viewport_size({"width": 1500, "height": 1100})
+        thread_id = run_in_chat_and_follow(page, server, "xml_contract")
+        first = timeline(server, thread_id)
+        open_checkpoint(page, first[2])
+        expect(page.locator("#debug-status")).to_contain_text("the thread went on from here")
+        record_lit_nodes(page)
+        page.locator("[data-testid='tab-chat']").click()
+        page.locator("#message").fill("And who works on it?")
+        page.locator("#send").click()
+        page.locator("[data-testid='tab-debug']").click()
+        expect(page.locator("#debug-status")).to_have_text("finished", timeout=WAIT * 3)
+        newest = timeline(server, thread_id)[-1]
+        expect(page.locator("[data-testid='timeline-item'].selected")).to_have_attribute(
+            "data-checkpoint-id", newest["checkpointId"]
+        )
+        assert len(page.evaluate("() => window.litNodes")) >= 2  # the lit node moved with the new run
+
+
+def test_a_thread_without_checkpoints_says_so(server: Server) -> None:
+    with httpx.Client(base_url=server.url) as client:
+        made = client.post("/threads", json={"metadata": {"title": "Never run", "graph_id": "planner"}})
+        thread_id = made.json()["thread_id"]
+    with open_page() as page:
+        page.goto(f"{server.url}/?thread={thread_id}&view=debug")
+        expect(page.locator("[data-testid='debugger']")).to_be_visible()
+        expect(page.locator("#timeline")).to_contain_text("This thread has no checkpoints yet", timeout=WAIT)
+        expect(page.locator("#debug-status")).to_have_text("This thread has no checkpoints yet.")
+        expect(page.locator("#graph [data-testid='graph-node'].visited")).to_have_count(0)
+        page.locator("[data-testid='tab-chat']").click()  # the address keeps the tab shown
+        assert "view=debug" not in page.url
+        page.locator("[data-testid='tab-debug']").click()
+        assert "view=debug" in page.url
+
+
+def test_breakpoints_do_not_follow_a_chat_to_the_fallback_protocol(tmp_path: Path) -> None:
+    """With the two-stage route off, triggered_phase chats run unified: its breakpoints would name no node."""
+    server = Server(
+        env={
+            "PHASEGRAPH_CHECKPOINTER": f"sqlite:{tmp_path / 'state.db'}",
+            "PHASEGRAPH_TWO_STAGE_ENABLED": "false",
+        },
+        log=tmp_path / "server.log",
+    ).start()
+    try:
+        with open_page() as page:
+            page.goto(server.url)
+            page.locator("#protocol").select_option("triggered_phase")
+            page.locator("[data-testid='tab-debug']").click()
+            page.locator("[data-testid='break-before'][data-node='tool_phase']").check()
+            page.locator("[data-testid='tab-chat']").click()
+            page.locator("#message").fill(MESSAGE)
+            page.locator("#send").click()
+            expect(page.locator("#status")).to_have_text("done", timeout=WAIT)
+            expect(page.locator("#chat")).to_contain_text("the breakpoints are not applied")
+    finally:
+        server.stop()

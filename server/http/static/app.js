@@ -15,7 +15,7 @@ import {
   openThread,
   refreshThreads,
 } from "./conversation.js";
-import { breakpointsFor, initDebugger } from "./debug.js";
+import { breakpointsFor, debugRunOn, initDebugger } from "./debug.js";
 import { els } from "./dom.js";
 import { loadTrace } from "./panels.js";
 import { loadProtocols, protocolSettings, protocols, restore, save, showProtocol } from "./settings.js";
@@ -92,6 +92,10 @@ async function send() {
     return;
   }
   if (state.threadProtocol && state.threadProtocol !== protocol) newThread(); // a thread is one protocol's
+  if (debugRunOn(state.threadId)) {
+    errorLine("a run started in the Debug tab is going on on this thread: send once it has stopped");
+    return;
+  }
   state.starting = true;
   updateControls();
   try {
@@ -133,6 +137,12 @@ async function sendOnThread(message, protocol) {
   if (fallback) {
     // The refused request was never created, so the same request id is free for the retry.
     switchToFallback(fallback, protocol);
+    if (body.interruptBefore || body.interruptAfter) {
+      // the fallback runs another protocol, whose nodes are not the ones the breakpoints name
+      delete body.interruptBefore;
+      delete body.interruptAfter;
+      noteLine("the breakpoints are not applied: the fallback route runs another protocol's graph", "warn");
+    }
     refusal = await openStream(fallback, body);
   }
   if (refusal) {

@@ -20,6 +20,7 @@ import {
   matches,
   parseSearch,
   protocolOf,
+  SEARCH_LIMIT,
   renameThread,
   threadState,
   threadsFailed,
@@ -54,7 +55,8 @@ export async function refreshThreads() {
   const search = els.threadSearch.value;
   const { metadata, words } = parseSearch(search);
   try {
-    const threads = (await listThreads(metadata)).filter((thread) => matches(thread, words));
+    const found = await listThreads(metadata, words.length ? SEARCH_LIMIT : undefined);
+    const threads = found.filter((thread) => matches(thread, words));
     if (project === currentProject() && search === els.threadSearch.value) {
       drawThreads(threads, state.threadId, threadActions, Boolean(search.trim()));
     }

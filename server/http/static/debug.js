@@ -6,7 +6,7 @@
 // is new it reads the timeline again. So a run started anywhere (this page's chat, the CLI, another
 // client) is followed: while it runs the lit node is the one running (the newest checkpoint's next).
 
-import { api, enc, postStream, readError, sseFrames } from "./api.js";
+import { api, apiPage, enc, postStream, readError, sseFrames } from "./api.js";
 import { el, els } from "./dom.js";
 import { drawGraph, graphNodes, loadGraph, markGraph } from "./graph.js";
 import { showEditor, showState } from "./inspect.js";
@@ -16,7 +16,8 @@ const POLL_MS = 400;
 // With no run going on, the thread is read every QUIET_EVERY-th poll (2 s): a run started elsewhere
 // still shows within that, and an idle tab costs the server little.
 const QUIET_EVERY = 5;
-const TIMELINE_LIMIT = 500;
+const FIRST_PAGE = 500; // checkpoints read when a thread opens (older ones on "load older")
+const NEW_PAGE = 50; // read each time the thread moves, added to what is loaded
 const LIVE_RUN = new Set(["pending", "running"]);
 
 const $ = (id) => document.getElementById(id);
@@ -50,7 +51,11 @@ const dbg = {
   runStatus: null, // the thread's newest run, as the LangGraph API names its status
   selectedId: null,
   follow: true, // the selection follows the newest checkpoint (until a checkpoint is picked)
-  running: false, // a run this tab started is streaming
+  runningOn: null, // the thread a run this tab started streams on
+  older: null, // the page of older checkpoints not loaded yet (a Link the server gave), or null
+  shownId: null, // the checkpoint whose state (and editor) is shown
+  runId: null, // the thread's newest run
+  requestStatus: null, // its native status (paused, cancelled, failed ...)
   breakBefore: new Set(),
   breakAfter: new Set(),
   busy: false, // a poll is under way
@@ -61,7 +66,8 @@ const dbg = {
 let hooks = { threadId: () => null, protocol: () => null, streaming: () => false, reopen: () => {} };
 
 const shown = () => !ui.debugView.hidden;
-const live = () => dbg.running || hooks.streaming() || LIVE_RUN.has(dbg.runStatus);
+const live = () =>
+  (dbg.runningOn !== null && dbg.runningOn === dbg.threadId) || hooks.streaming() || LIVE_RUN.has(dbg.runStatus);
 
 function say(text) {
   ui.status.textContent = text;
@@ -80,6 +86,10 @@ function showTab(debug) {
   ui.tabDebug.setAttribute("aria-selected", String(debug));
   ui.tabChat.setAttribute("aria-selected", String(!debug));
   document.querySelector(".layout").classList.toggle("debugging", debug);
+  const url = new URL(window.location.href); // a reload opens the same tab
+  if (debug) url.searchParams.set("view", "debug");
+  else url.searchParams.delete("view");
+  window.history.replaceState(null, "", url);
   if (debug) poll();
   else if (dbg.chatStale) {
     dbg.chatStale = false;
@@ -122,11 +132,12 @@ function drawnEdges([source, target]) {
     .map((edge) => [edge.source, edge.target]);
 }
 
-/** Light the graph for the selected checkpoint, or for the run while one goes on. */
+/** Light the graph for the selected checkpoint, or for the run while one goes on; say where the thread is. */
 function mark() {
-  if (!dbg.drawn) return;
   const tree = treeOf(dbg.rows);
   const at = tree.byId.get(dbg.selectedId);
+  describe(at);
+  if (!dbg.drawn) return;
   const marks = { breakBefore: [...dbg.breakBefore], breakAfter: [...dbg.breakAfter] };
   if (at) {
     const { visited, taken } = walked(sinceTurn(pathTo(tree, at.checkpointId)));
@@ -137,19 +148,24 @@ function mark() {
       marks.active = at.next; // running now, reached through the edge from the node before
       const before = at.node ? at.node.split(",") : ["__start__"];
       marks.taken.push(...before.flatMap((source) => at.next.flatMap((target) => drawnEdges([source, target]))));
-    } else if (newest && at.next.length) marks.waiting = at.next; // paused there: a breakpoint or a question
-    else marks.active = at.node ? at.node.split(",") : []; // the node whose work this checkpoint saved
+    } else if (newest && at.next.length && !ENDED.has(dbg.requestStatus)) {
+      marks.waiting = at.next; // paused there: a breakpoint, a pause point or a question
+    } else marks.active = at.node ? at.node.split(",") : []; // the node whose work this checkpoint saved
   }
   markGraph(ui.graph, marks);
-  describe(at);
 }
+
+// A run that stopped for good before its end: the thread does not wait there, it went no further.
+const ENDED = new Set(["cancelled", "failed"]);
 
 function describe(at) {
   if (!dbg.threadId) return say("No thread is open: send a message or open one to follow its run here.");
-  if (!at) return say("This thread has no checkpoints yet.");
+  if (!at) return say(dbg.rows.length ? "Select a checkpoint in the timeline." : "This thread has no checkpoints yet.");
   const newest = at.checkpointId === dbg.newestId;
   const next = at.next.join(", ");
   if (newest && live()) return say(`running: ${next || "finishing"}`);
+  if (newest && at.next.length && dbg.requestStatus === "cancelled") return say(`cancelled before ${next}`);
+  if (newest && at.next.length && dbg.requestStatus === "failed") return say(`the run failed before ${next}`);
   if (newest && at.interrupts && at.interrupts.length) return say(`waits for an answer at ${next}`);
   if (newest && at.next.length) return say(`paused before ${next}`);
   if (newest) return say("finished");
@@ -203,14 +219,32 @@ function drawBreakpoints(nodes) {
 // ---------------------------------------------------------------- the thread
 
 function resetThread(threadId) {
-  Object.assign(dbg, { threadId, rows: [], newestId: null, runStatus: null, selectedId: null, follow: true });
-  dbg.threadRan = false;
+  Object.assign(dbg, { threadId, rows: [], older: null, newestId: null, selectedId: null, shownId: null });
+  Object.assign(dbg, { runId: null, runStatus: null, requestStatus: null, follow: true, threadRan: false });
   ui.timelineThread.textContent = threadId ? `· ${threadId}` : "";
   ui.timeline.replaceChildren(el("p", "hint", threadId ? "loading…" : "Open a thread to see its checkpoints."));
   ui.stateView.replaceChildren(el("p", "hint", "Select a checkpoint in the timeline."));
   ui.editor.replaceChildren();
   ui.stateCheckpoint.textContent = "";
+  mark();
   updateButtons();
+}
+
+/** The thread has no checkpoint yet (made, never run): say so instead of "loading…". */
+function noCheckpoints() {
+  if (dbg.rows.length || ui.timeline.dataset.empty === "true") return;
+  ui.timeline.replaceChildren(el("p", "hint", "This thread has no checkpoints yet: send it a message."));
+  ui.timeline.dataset.empty = "true";
+  mark();
+}
+
+/** The native status of the thread's newest run (paused, cancelled, failed ...), for the status line. */
+async function requestStatus(runId) {
+  try {
+    return (await api("GET", `/api/requests/${enc(runId)}`)).status;
+  } catch (_) {
+    return null;
+  }
 }
 
 async function readThread() {
@@ -220,35 +254,82 @@ async function readThread() {
   try {
     [newest] = await api("GET", `${path}?limit=1`);
   } catch (err) {
-    if (err.status === 404) return; // no run yet: nothing to show
-    throw err;
+    if (err.status !== 404) throw err;
+    if (threadId === dbg.threadId) noCheckpoints(); // no run yet: nothing to show
+    return;
   }
   const runs = await api("GET", `/threads/${enc(threadId)}/runs?limit=1`);
   if (threadId !== dbg.threadId) return;
-  const status = runs.length ? runs[0].status : null;
-  dbg.threadRan = Boolean(runs.length && runs[0].assistant_id);
+  const run = runs.length ? runs[0] : null;
+  const status = run ? run.status : null;
+  dbg.threadRan = Boolean(run && run.assistant_id);
   // The graph is the one the thread ran on (a chat may have gone to another protocol's route).
-  if (runs.length && runs[0].assistant_id && runs[0].assistant_id !== dbg.protocol) {
-    await drawProtocol(runs[0].assistant_id);
+  if (run && run.assistant_id && run.assistant_id !== dbg.protocol) await drawProtocol(run.assistant_id);
+  // A run that starts (a new one, or a paused one going on) is followed, whatever was picked before.
+  if ((run && dbg.runId !== null && run.run_id !== dbg.runId) || (LIVE_RUN.has(status) && !live())) {
+    dbg.follow = true;
   }
-  const changed = newest && newest.checkpointId !== dbg.newestId;
-  const settled = status !== dbg.runStatus;
+  const changed = newest.checkpointId !== dbg.newestId;
+  const settled = status !== dbg.runStatus || (run && run.run_id !== dbg.runId);
+  dbg.runId = run ? run.run_id : null;
   dbg.runStatus = status;
+  if (settled) dbg.requestStatus = run ? await requestStatus(run.run_id) : null;
+  if (threadId !== dbg.threadId) return;
   if (changed || settled) dbg.quiet = 0;
   if (changed) {
-    const rows = await api("GET", `${path}?limit=${TIMELINE_LIMIT}`);
-    if (threadId !== dbg.threadId) return;
-    dbg.rows = rows;
-    dbg.newestId = newestOf(rows).checkpointId;
-    if (dbg.follow || !dbg.selectedId) dbg.selectedId = dbg.newestId;
+    if (!(await loadRows(path, threadId))) return;
+    dbg.newestId = newestOf(dbg.rows).checkpointId;
+    if (dbg.follow || !treeOf(dbg.rows).byId.has(dbg.selectedId)) dbg.selectedId = dbg.newestId;
     drawRows();
     await showCheckpoint(dbg.selectedId);
   } else if (settled) mark();
   updateButtons();
 }
 
+/**
+ * Read the thread's newest checkpoints into what is loaded: FIRST_PAGE when it opens (older ones on
+ * "load older"), then NEW_PAGE each time it moves (a whole FIRST_PAGE when it moved further than that).
+ * False when another thread was opened meanwhile.
+ */
+async function loadRows(path, threadId) {
+  const known = new Map(dbg.rows.map((row) => [row.checkpointId, row]));
+  const first = !known.size;
+  let page = await apiPage("GET", `${path}?limit=${first ? FIRST_PAGE : NEW_PAGE}`);
+  if (!first && page.next && !page.body.some((row) => known.has(row.checkpointId))) {
+    page = await apiPage("GET", `${path}?limit=${FIRST_PAGE}`);
+  }
+  if (threadId !== dbg.threadId) return false;
+  for (const row of page.body) known.set(row.checkpointId, row);
+  if (first) dbg.older = page.next;
+  dbg.rows = [...known.values()];
+  delete ui.timeline.dataset.empty;
+  return true;
+}
+
+/** The next page of older checkpoints, added to the timeline. */
+async function loadOlder() {
+  const threadId = dbg.threadId;
+  if (!dbg.older) return;
+  try {
+    const page = await apiPage("GET", dbg.older);
+    if (threadId !== dbg.threadId) return;
+    const known = new Map(dbg.rows.map((row) => [row.checkpointId, row]));
+    for (const row of page.body) known.set(row.checkpointId, row);
+    dbg.rows = [...known.values()];
+    dbg.older = page.next;
+    drawRows();
+    mark();
+  } catch (err) {
+    say(`older checkpoints could not be read: ${err.message}`);
+  }
+}
+
 function drawRows() {
-  drawTimeline(ui.timeline, dbg.rows, dbg.selectedId, { select: pick });
+  drawTimeline(ui.timeline, dbg.rows, dbg.selectedId, {
+    select: pick,
+    newestId: dbg.newestId,
+    older: dbg.older ? loadOlder : null,
+  });
 }
 
 /** The user picked a checkpoint: show it, and stop following the run (until the next run starts). */
@@ -256,17 +337,20 @@ function pick(checkpointId) {
   dbg.follow = checkpointId === dbg.newestId;
   dbg.selectedId = checkpointId;
   drawRows();
+  const chosen = ui.timeline.querySelector(".timeline-item.selected .timeline-open");
+  if (chosen) chosen.focus(); // the list was drawn again: keep the keyboard where it was
   showCheckpoint(checkpointId);
 }
 
 const stateAt = (threadId, checkpointId) => api("GET", `/threads/${enc(threadId)}/state/${enc(checkpointId)}`);
 
+/** Show a checkpoint's state and the editor; a checkpoint never changes, so one already shown stays as it is. */
 async function showCheckpoint(checkpointId) {
   const threadId = dbg.threadId;
   const row = treeOf(dbg.rows).byId.get(checkpointId);
   mark();
   updateButtons();
-  if (!row) return;
+  if (!row || checkpointId === dbg.shownId) return; // (an edit being typed there is kept)
   try {
     const [snapshot, previous] = await Promise.all([
       stateAt(threadId, checkpointId),
@@ -277,6 +361,7 @@ async function showCheckpoint(checkpointId) {
     ui.stateCheckpoint.textContent = `· step ${row.step} · ${checkpointId}`;
     showState(ui.stateView, snapshot, previous);
     showEditor(ui.editor, { snapshot, schema: dbg.schema, onSave: (field, value) => edit(checkpointId, field, value) });
+    dbg.shownId = checkpointId;
   } catch (err) {
     ui.stateView.replaceChildren(el("p", "note error", `the state could not be read: ${err.message}`));
   }
@@ -296,18 +381,26 @@ async function edit(checkpointId, field, value) {
   say(`saved as checkpoint ${written.checkpoint_id}: "Continue from here" runs the thread from it`);
 }
 
+const ASKS =
+  "This checkpoint waits for an answer (an approval): answer it in the Chat tab. To run this point again " +
+  "without it, replay from the checkpoint before it.";
+
 function updateButtons() {
   const row = treeOf(dbg.rows).byId.get(dbg.selectedId);
-  ui.continueRun.disabled = !row || !row.next.length || live();
+  const asks = Boolean(row && row.interrupts && row.interrupts.length);
+  ui.continueRun.disabled = !row || !row.next.length || asks || live();
   ui.continueRun.textContent = row && row.checkpointId !== dbg.newestId ? "Replay from here" : "Continue from here";
+  if (asks) notice(ASKS);
+  else if (ui.runNotice.textContent === ASKS) notice("");
 }
 
 /** Run the thread from the selected checkpoint (a fork when it is not the newest), with the breakpoints. */
 async function runFromHere() {
   const checkpointId = dbg.selectedId;
   if (!checkpointId || live()) return;
+  const threadId = dbg.threadId;
   notice("");
-  dbg.running = true;
+  dbg.runningOn = threadId;
   dbg.follow = true;
   updateButtons();
   const body = {
@@ -319,7 +412,7 @@ async function runFromHere() {
     interrupt_after: [...dbg.breakAfter],
   };
   try {
-    const response = await postStream(`/threads/${enc(dbg.threadId)}/runs/stream`, body);
+    const response = await postStream(`/threads/${enc(threadId)}/runs/stream`, body);
     if (!response.ok) {
       const refusal = await readError(response);
       notice(`the run was refused (${refusal.status}): ${refusal.message}`);
@@ -331,9 +424,10 @@ async function runFromHere() {
   } catch (err) {
     notice(`the run failed: ${err.message}`);
   } finally {
-    dbg.running = false;
-    dbg.chatStale = true;
-    dbg.newestId = null; // read the timeline again, whatever the poll saw meanwhile
+    dbg.runningOn = null;
+    if (shown()) dbg.chatStale = true;
+    else hooks.reopen(); // the chat is shown: draw the thread's conversation again now
+    if (threadId === dbg.threadId) dbg.newestId = null; // read the timeline again, whatever the poll saw
     await poll();
   }
 }
@@ -357,6 +451,11 @@ async function poll() {
   }
 }
 
+/** Whether a run this tab started streams on ``threadId`` (the chat waits for it). */
+export function debugRunOn(threadId) {
+  return dbg.runningOn !== null && dbg.runningOn === threadId;
+}
+
 /** The breakpoints picked for ``protocol`` (none when its graph is not the one drawn): {before, after}. */
 export function breakpointsFor(protocol) {
   if (protocol !== dbg.protocol) return { before: [], after: [] };
@@ -371,6 +470,14 @@ export function initDebugger(given) {
   hooks = { ...hooks, ...given };
   ui.tabChat.addEventListener("click", () => showTab(false));
   ui.tabDebug.addEventListener("click", () => showTab(true));
+  for (const tab of [ui.tabChat, ui.tabDebug]) {
+    tab.addEventListener("keydown", (event) => {
+      if (event.key !== "ArrowLeft" && event.key !== "ArrowRight") return;
+      const other = tab === ui.tabChat ? ui.tabDebug : ui.tabChat; // two tabs: either arrow goes to the other
+      showTab(other === ui.tabDebug);
+      other.focus();
+    });
+  }
   ui.expand.addEventListener("change", () => {
     dbg.protocol = null; // draw it again, the other way
     poll();

@@ -302,7 +302,7 @@ export function drawGraph(container, graph, { onNode } = {}) {
     width: view.width,
     height: view.height,
     preserveAspectRatio: "xMidYMin meet",
-    role: "img",
+    role: "group",
     "data-testid": "graph",
   }, "graph");
   svg.dataset.protocol = graph.protocol || "";

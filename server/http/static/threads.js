@@ -13,7 +13,9 @@ const TITLE_CHARS = 60;
 const CONFIRM_MS = 4000;
 
 /** The project's threads, newest first; ``metadata`` keeps those whose metadata has these values. */
-export const listThreads = (metadata = {}) => api("POST", "/threads/search", { limit: LIST_LIMIT, metadata });
+export const listThreads = (metadata = {}, limit = LIST_LIMIT) => api("POST", "/threads/search", { limit, metadata });
+// Words are matched here, in the page: they look through this many of the newest threads.
+export const SEARCH_LIMIT = 1000;
 
 /**
  * What a search box says: ``key=value`` words filter on the threads' metadata (on the server, exact
@@ -25,10 +27,10 @@ export function parseSearch(text) {
   for (const word of text.trim().split(/\s+/).filter(Boolean)) {
     const at = word.indexOf("=");
     if (at > 0) {
+      // true, false, null and plain numbers as JSON ("007" stays text); anything else as text
       const raw = word.slice(at + 1);
-      let value = raw;
-      if (/^(true|false|null|-?\d+(\.\d+)?)$/.test(raw)) value = JSON.parse(raw);
-      metadata[word.slice(0, at)] = value;
+      const json = /^(true|false|null|-?(0|[1-9]\d*)(\.\d+)?)$/.test(raw);
+      metadata[word.slice(0, at)] = json ? JSON.parse(raw) : raw;
     } else words.push(word.toLowerCase());
   }
   return { metadata, words };

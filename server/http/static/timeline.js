@@ -91,7 +91,9 @@ function rowItem(row, branch, on) {
   );
   if (row.interrupts && row.interrupts.length) {
     const kind = row.interrupts[0] && row.interrupts[0].type ? row.interrupts[0].type : "an answer";
-    button.append(el("span", "timeline-waits", `waits: ${kind}`));
+    // the newest checkpoint still waits; an older one asked, and the thread went on from it
+    const verb = row.checkpointId === on.newestId ? "waits" : "asked";
+    button.append(el("span", "timeline-waits", `${verb}: ${kind}`));
   }
   button.addEventListener("click", () => on.select(row.checkpointId));
   item.append(button);
@@ -100,7 +102,9 @@ function rowItem(row, branch, on) {
 
 /**
  * Draw the tree into ``container``: the main line, and under a checkpoint every branch that starts at it
- * (numbered in the order they were made). ``on.select(id)`` opens a checkpoint. Returns the branch of each id.
+ * (numbered in the order they were made). ``on.select(id)`` opens a checkpoint; ``on.newestId`` is the thread's
+ * newest checkpoint; ``on.older``, when set, loads older checkpoints (a button says some are not shown).
+ * Returns the branch of each id.
  */
 export function drawTimeline(container, rows, selectedId, on) {
   const tree = treeOf(rows);
@@ -128,7 +132,27 @@ export function drawTimeline(container, rows, selectedId, on) {
     }
     return list;
   };
-  container.replaceChildren(...tree.roots.map((root) => line(root, 0)));
+  // The oldest loaded checkpoint starts the main line; another one whose parent is not loaded (only with
+  // older checkpoints not shown) is a branch from one of those.
+  const [main, ...others] = tree.roots;
+  const drawn = main ? [line(main, 0)] : [];
+  for (const root of others) {
+    const number = ++branches;
+    const holder = el("div", "timeline-fork");
+    holder.dataset.testid = "timeline-branch";
+    holder.dataset.branch = String(number);
+    holder.append(el("div", "timeline-fork-head", `branch ${number} · from an older checkpoint (not loaded)`));
+    holder.append(line(root, number));
+    drawn.push(holder);
+  }
+  if (on.older) {
+    const more = el("button", "timeline-older", "Older checkpoints are not shown: load more");
+    more.type = "button";
+    more.dataset.testid = "timeline-older";
+    more.addEventListener("click", on.older);
+    drawn.unshift(more);
+  }
+  container.replaceChildren(...drawn);
   if (!rows.length) container.replaceChildren(el("p", "hint", "This thread has no checkpoints yet."));
   return branchOf;
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -94,6 +95,10 @@ class ProtocolSpec:
         )
         return compiled
 
+    def node_names(self) -> tuple[str, ...]:
+        """The nodes a run can stop before or after (a breakpoint): every node but LangGraph's start."""
+        return _node_names(self)
+
     def event_meta(self, values: dict[str, Any]) -> dict[str, Any]:
         """Fields the protocol puts on every event (phase metadata), read from a state snapshot."""
         meta = getattr(self.load(), "event_meta", None)
@@ -156,6 +161,11 @@ PROTOCOLS: dict[str, ProtocolSpec] = {
         ),
     )
 }
+
+
+@functools.cache
+def _node_names(spec: ProtocolSpec) -> tuple[str, ...]:
+    return tuple(node for node in spec.compile().nodes if node != "__start__")
 
 
 def client_settings_schema() -> dict[str, Any]:

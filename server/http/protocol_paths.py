@@ -21,6 +21,10 @@ BY_PROTOCOL = {
     "/api/runs/{protocol}/stream": ("RunRequest", "settings"),
     "/ag-ui/{protocol}": ("AgUiInput", "forwardedProps"),
 }
+#: Chat routes that run one protocol each: their breakpoints name that protocol's nodes.
+CHAT_ROUTES = {"/api/chat/messages": "unified", "/api/chat/messages_two_stage": "triggered_phase"}
+#: Body fields naming nodes of the protocol (breakpoints).
+STOPS = ("interruptBefore", "interruptAfter")
 
 
 def document_by_protocol(schema: dict[str, Any]) -> None:
@@ -32,6 +36,23 @@ def document_by_protocol(schema: dict[str, Any]) -> None:
             name = f"{body_name}_{spec.id}"
             bodies[name] = _body_of(bodies[body_name], field, spec)
             paths[template.replace("{protocol}", spec.id)] = _operations_of(operations, spec.id, name)
+    for path, protocol in CHAT_ROUTES.items():
+        name = f"ChatRequest_{protocol}"
+        bodies[name] = _with_stops(copy.deepcopy(bodies["ChatRequest"]), PROTOCOLS[protocol])
+        bodies[name]["title"] = f"ChatRequest ({protocol})"
+        for operation in paths[path].values():
+            operation["requestBody"]["content"]["application/json"]["schema"] = {
+                "$ref": f"#/components/schemas/{name}"
+            }
+
+
+def _with_stops(body: dict[str, Any], spec: ProtocolSpec) -> dict[str, Any]:
+    """The body with its breakpoint fields limited to ``spec``'s nodes (any other is refused)."""
+    for field in STOPS:
+        if field in body["properties"]:
+            listed = next(part for part in body["properties"][field]["anyOf"] if part.get("type") == "array")
+            listed["items"] = {"type": "string", "enum": list(spec.node_names())}
+    return body
 
 
 def _body_of(body: dict[str, Any], field: str, spec: ProtocolSpec) -> dict[str, Any]:
@@ -45,7 +66,7 @@ def _body_of(body: dict[str, Any], field: str, spec: ProtocolSpec) -> dict[str, 
         "description": f"The settings {spec.id} lets clients choose ({settable}); any other is refused.",
     }
     own["title"] = f"{own.get('title', '')} ({spec.id})".strip()
-    return own
+    return _with_stops(own, spec)
 
 
 def _operations_of(operations: dict[str, Any], protocol: str, body_name: str) -> dict[str, Any]:

@@ -164,6 +164,7 @@ def document_settings(schema: dict[str, Any], settings: ServerSettings) -> dict[
         ("ChatRequest", "message"),
         ("RunRequest", "message"),
         ("NetworkRunRequest", "user_message"),
+        ("AgentStreamRequest", "message"),
     ):
         fields = bodies[name]["properties"]
         fields[text]["maxLength"] = settings.max_message_chars

@@ -63,6 +63,8 @@ class Script(BaseModel):
     follow_ups: list[list[ScriptTurn]] = Field(default_factory=list)
     repeat_last: bool = False
     chunk_delay_ms: int = Field(default=0, ge=0)
+    #: A pause before each answer asked for whole (not streamed), as a provider takes to answer one.
+    call_delay_ms: int = Field(default=0, ge=0)
     #: "split": each call streams as a header then argument pieces (OpenAI's way);
     #: "batched": all of a turn's calls arrive whole in one chunk (as some compatible servers do).
     tool_call_delivery: Literal["split", "batched"] = "split"
@@ -214,6 +216,8 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        if self.script.call_delay_ms:  # (LangChain runs this off the event loop for ainvoke)
+            time.sleep(self.script.call_delay_ms / 1000)
         index, turn = self._next_turn(messages)
         turn, _ = _stopped(turn, stop)
         message = AIMessage(

@@ -29,6 +29,9 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {
 MESSAGE = "Summarise the roadmap"
 #: each protocol's model pace (ms per streamed chunk): slow enough to see the run move, fast enough
 CHUNK_DELAY_MS = 25
+#: and a pause before each answer asked for whole (structured decisions, not streamed: goal_pursuit's
+#: phases, agent_network's agents, ...), so every protocol's run lasts long enough to be seen moving
+CALL_DELAY_MS = 150
 #: protocol -> (counter edited, at the first checkpoint whose next is this node, the node the fork then
 #: ends at: the counter's budget stop, which the unedited run never reaches)
 BUDGET_EDITS = {
@@ -55,6 +58,7 @@ def paced_project(folder: Path) -> Path:
         demo = PROTOCOLS[name].context_schema().DEMO_SCRIPT
         script = json.loads(demo.read_text(encoding="utf-8"))
         script["chunk_delay_ms"] = CHUNK_DELAY_MS
+        script["call_delay_ms"] = CALL_DELAY_MS
         paced = folder / f"{name}.json"
         paced.write_text(json.dumps(script), encoding="utf-8")
         lines.append(f'{name} = "scripted:{paced}"')

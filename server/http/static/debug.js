@@ -266,7 +266,8 @@ async function readThread() {
   // The graph is the one the thread ran on (a chat may have gone to another protocol's route).
   if (run && run.assistant_id && run.assistant_id !== dbg.protocol) await drawProtocol(run.assistant_id);
   // A run that starts (a new one, or a paused one going on) is followed, whatever was picked before.
-  if ((run && dbg.runId !== null && run.run_id !== dbg.runId) || (LIVE_RUN.has(status) && !live())) {
+  const starts = LIVE_RUN.has(status) && !LIVE_RUN.has(dbg.runStatus);
+  if ((run && dbg.runId !== null && run.run_id !== dbg.runId) || starts) {
     dbg.follow = true;
   }
   const changed = newest.checkpointId !== dbg.newestId;
@@ -377,6 +378,7 @@ async function edit(checkpointId, field, value) {
   });
   notice("");
   dbg.follow = true; // the edit is the newest checkpoint: select it
+  dbg.newestId = null; // read the timeline again, whatever a poll saw meanwhile
   await readThread();
   say(`saved as checkpoint ${written.checkpoint_id}: "Continue from here" runs the thread from it`);
 }

@@ -22,7 +22,7 @@ from playwright.sync_api import Page, expect
 
 from phasegraph.graphs.registry import PROTOCOLS
 from tests.server.conftest import Server, needs_postgres
-from tests.server.test_browser import CHROMIUM, WAIT, open_page
+from tests.server.test_browser import CHROMIUM, WAIT, open_page, send
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (CI installs it)")
 
@@ -112,16 +112,25 @@ def record_lit_nodes(page: Page) -> None:
     )
 
 
-def run_in_chat_and_follow(page: Page, server: Server, protocol: str) -> str:
-    """Send the message from the chat, watch the run in the Debug tab; the thread's id."""
+def debug(page: Page, server: Server, protocol: str) -> None:
+    """Open the page with ``protocol`` picked, in the Debug tab."""
     page.goto(server.url)
     page.locator("#protocol").select_option(protocol)
     page.locator("[data-testid='tab-debug']").click()
+
+
+def send_from_chat(page: Page, message: str = MESSAGE) -> None:
+    """Go to the Chat tab and send ``message`` (the page stays on Chat)."""
+    page.locator("[data-testid='tab-chat']").click()
+    send(page, message)
+
+
+def run_in_chat_and_follow(page: Page, server: Server, protocol: str) -> str:
+    """Send the message from the chat, watch the run in the Debug tab; the thread's id."""
+    debug(page, server, protocol)
     expect(page.locator("#graph svg[data-testid='graph']")).to_have_attribute("data-protocol", protocol)
     record_lit_nodes(page)
-    page.locator("[data-testid='tab-chat']").click()
-    page.locator("#message").fill(MESSAGE)
-    page.locator("#send").click()
+    send_from_chat(page)
     page.locator("[data-testid='tab-debug']").click()
     expect(page.locator("#debug-status")).to_have_text("finished", timeout=WAIT * 3)
     thread_id = page.evaluate("() => new URL(location.href).searchParams.get('thread')")
@@ -256,9 +265,7 @@ def test_breakpoints_stop_a_replay_where_picked_and_the_replay_is_a_branch(
 def test_the_planners_executor_expands_and_its_run_marks_it(server: Server) -> None:
     with open_page() as page:
         page.set_viewport_size({"width": 1500, "height": 1100})
-        page.goto(server.url)
-        page.locator("#protocol").select_option("planner")
-        page.locator("[data-testid='tab-debug']").click()
+        debug(page, server, "planner")
         expect(page.locator("#graph [data-node='execute_plan']")).to_have_count(1)
         page.locator("[data-testid='expand-subgraphs']").check()
         cluster = page.locator("#graph [data-testid='graph-cluster'][data-subgraph='execute_plan']")
@@ -267,9 +274,7 @@ def test_the_planners_executor_expands_and_its_run_marks_it(server: Server) -> N
         assert inside <= drawn_nodes(page) and "execute_plan" not in drawn_nodes(page)
         # the breakpoints stay the protocol's own nodes: a run stops at the executor, not inside it
         assert page.locator("[data-testid='break-before'][data-node='execute_plan']").count() == 1
-        page.locator("[data-testid='tab-chat']").click()
-        page.locator("#message").fill(MESSAGE)
-        page.locator("#send").click()
+        send_from_chat(page)
         page.locator("[data-testid='tab-debug']").click()
         expect(page.locator("#debug-status")).to_have_text("finished", timeout=WAIT * 3)
         expect(cluster).to_have_class(re.compile(r"\bvisited\b"))
@@ -372,13 +377,9 @@ def test_a_run_waiting_for_an_approval_shows_where_it_waits(store: str, tmp_path
 
 def test_a_breakpoint_pauses_the_next_chat_message_too(server: Server) -> None:
     with open_page() as page:
-        page.goto(server.url)
-        page.locator("#protocol").select_option("xml_contract")
-        page.locator("[data-testid='tab-debug']").click()
+        debug(page, server, "xml_contract")
         page.locator("[data-testid='break-before'][data-node='execute_blocks']").check()
-        page.locator("[data-testid='tab-chat']").click()
-        page.locator("#message").fill(MESSAGE)
-        page.locator("#send").click()
+        send_from_chat(page)
         expect(page.locator("#status")).to_have_text("paused", timeout=WAIT)
         page.locator("[data-testid='tab-debug']").click()
         expect(page.locator("#debug-status")).to_have_text("paused before execute_blocks", timeout=WAIT)
@@ -401,9 +402,7 @@ def test_a_new_run_is_followed_after_an_older_checkpoint_was_picked(server: Serv
         open_checkpoint(page, first[2])
         expect(page.locator("#debug-status")).to_contain_text("the thread went on from here")
         record_lit_nodes(page)
-        page.locator("[data-testid='tab-chat']").click()
-        page.locator("#message").fill("And who works on it?")
-        page.locator("#send").click()
+        send_from_chat(page, "And who works on it?")
         page.locator("[data-testid='tab-debug']").click()
         expect(page.locator("#debug-status")).to_have_text("finished", timeout=WAIT * 3)
         newest = timeline(server, thread_id)[-1]
@@ -440,13 +439,9 @@ def test_breakpoints_do_not_follow_a_chat_to_the_fallback_protocol(tmp_path: Pat
     ).start()
     try:
         with open_page() as page:
-            page.goto(server.url)
-            page.locator("#protocol").select_option("triggered_phase")
-            page.locator("[data-testid='tab-debug']").click()
+            debug(page, server, "triggered_phase")
             page.locator("[data-testid='break-before'][data-node='tool_phase']").check()
-            page.locator("[data-testid='tab-chat']").click()
-            page.locator("#message").fill(MESSAGE)
-            page.locator("#send").click()
+            send_from_chat(page)
             expect(page.locator("#status")).to_have_text("done", timeout=WAIT)
             expect(page.locator("#chat")).to_contain_text("the breakpoints are not applied")
     finally:

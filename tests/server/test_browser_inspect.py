@@ -5,7 +5,6 @@ protocol's state schema before they are written as a new checkpoint."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import os
@@ -17,10 +16,11 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from phasegraph.tools.planning import PlanningStore, open_planning
+from phasegraph.tools.planning import PlanningStore
 from tests.helpers import turn, write_script
 from tests.server.conftest import Server, demo_server
 from tests.server.test_browser import CHROMIUM, open_page
+from tests.server.test_planner import _planning
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (CI installs it)")
 
@@ -217,12 +217,9 @@ def orbit(server: Server) -> str:
     """A planning project to archive (made before a test's page: Playwright's loop is not running yet)."""
 
     async def create(store: PlanningStore) -> None:
-        try:
-            await store.domain.create_project("default", "Orbit", "event-plan")
-        finally:
-            await store.close()
+        await store.domain.create_project("default", "Orbit", "event-plan")
 
-    asyncio.run(create(open_planning(server.env["PHASEGRAPH_CHECKPOINTER"])))
+    _planning(server, create)
     return "orbit"
 
 

@@ -8,7 +8,6 @@ planner's approval ``interrupt()`` is answered with ``Command(resume=...)``.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,9 +20,10 @@ from langgraph_sdk.errors import NotFoundError, PermissionDeniedError
 
 from phasegraph.nodes.emit import EVENT_KEY
 from phasegraph.nodes.events import Event, parse_event
-from phasegraph.tools.planning import PlanningStore, open_planning
+from phasegraph.tools.planning import PlanningStore
 from tests.helpers import turn, write_script
 from tests.server.conftest import Server, demo_server, slow_script
+from tests.server.test_planner import _planning
 
 ASK = {"messages": [{"role": "user", "content": "Summarise the roadmap in the docs folder."}]}
 TOKENS = "token-a:alpha;token-b:beta"
@@ -224,12 +224,9 @@ def test_the_planners_approval_is_an_interrupt_answered_with_a_command(
     server: Server, client: SyncLangGraphClient, models: dict[str, str]
 ):
     async def create(store: PlanningStore) -> None:
-        try:
-            await store.domain.create_project("alpha", "Orbit", "event-plan")
-        finally:
-            await store.close()
+        await store.domain.create_project("alpha", "Orbit", "event-plan")
 
-    asyncio.run(create(open_planning(server.env["PHASEGRAPH_CHECKPOINTER"])))
+    _planning(server, create)
     context = {"model": models["archive"], "context_type": "project", "entity_id": "orbit"}
     thread_id = client.threads.create()["thread_id"]
     ask = {"messages": [{"role": "user", "content": "Archive Orbit"}]}

@@ -51,8 +51,8 @@ def screenshots(tmp_path: Path) -> Path:
     return folder
 
 
-def paced_project(folder: Path) -> Path:
-    """A phasegraph.toml giving every protocol its own bundled demo script, paced for the eye."""
+def paced_project(folder: Path, more: str = "") -> Path:
+    """A phasegraph.toml giving every protocol its bundled demo script, paced for the eye (and ``more``)."""
     lines = ["[models]"]
     for name in PROTOCOLS:
         demo = PROTOCOLS[name].context_schema().DEMO_SCRIPT
@@ -63,14 +63,15 @@ def paced_project(folder: Path) -> Path:
         paced.write_text(json.dumps(script), encoding="utf-8")
         lines.append(f'{name} = "scripted:{paced}"')
     project = folder / "phasegraph.toml"
-    project.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    project.write_text("\n".join(lines) + "\n" + more, encoding="utf-8")
     return project
 
 
-def start_server(folder: Path, **env: str) -> Server:
+def start_server(folder: Path, project: str = "", **env: str) -> Server:
+    """A server on ``folder``'s paced project (with ``project`` added to its file); ``env`` overrides."""
     base = {
         "PHASEGRAPH_CHECKPOINTER": f"sqlite:{folder / 'state.db'}",
-        "PHASEGRAPH_CONFIG": str(paced_project(folder)),
+        "PHASEGRAPH_CONFIG": str(paced_project(folder, project)),
         "PHASEGRAPH_TWO_STAGE_ENABLED": "true",  # the page's triggered_phase chats take their own route
     }
     return Server(env={**base, **env}, log=folder / "server.log").start()
@@ -324,28 +325,17 @@ def test_threads_are_searched_by_metadata_and_words_and_open_in_the_debugger(ser
         expect(page.locator("[data-testid='timeline-item']")).to_have_count(len(rows))
 
 
-def approving_server(folder: Path, checkpointer: str) -> Server:
-    """A server whose project asks a person before every list_files call, on ``checkpointer``."""
-    server = Server(
-        env={
-            "PHASEGRAPH_CHECKPOINTER": checkpointer,
-            "PHASEGRAPH_CONFIG": str(paced_project(folder)),
-            "PHASEGRAPH_TWO_STAGE_ENABLED": "true",
-        },
-        log=folder / "server.log",
-    )
-    with (folder / "phasegraph.toml").open("a", encoding="utf-8") as project:
-        project.write("\n[tools.list_files]\nconfirm = true\n")
-    return server.start()
+#: a project policy: a person approves every list_files call before it runs
+APPROVE_LIST_FILES = "\n[tools.list_files]\nconfirm = true\n"
 
 
 @pytest.mark.parametrize("store", ["embedded", pytest.param("postgres", marks=needs_postgres)])
 def test_a_run_waiting_for_an_approval_shows_where_it_waits(store: str, tmp_path: Path) -> None:
     """The embedded default store and Postgres alike: the pause, its question, then the rest of the run."""
-    checkpointer = os.environ.get("PHASEGRAPH_TEST_POSTGRES_URL", "") if store == "postgres" else "sqlite:"
-    if store == "embedded":
-        checkpointer = f"sqlite:{tmp_path / 'state.db'}"
-    server = approving_server(tmp_path, checkpointer)
+    database = (
+        {"PHASEGRAPH_CHECKPOINTER": os.environ["PHASEGRAPH_TEST_POSTGRES_URL"]} if store == "postgres" else {}
+    )
+    server = start_server(tmp_path, APPROVE_LIST_FILES, **database)
     try:
         with open_page() as page:
             page.set_viewport_size({"width": 1500, "height": 1100})

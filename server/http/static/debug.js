@@ -293,18 +293,24 @@ async function readThread() {
  * False when another thread was opened meanwhile.
  */
 async function loadRows(path, threadId) {
-  const known = new Map(dbg.rows.map((row) => [row.checkpointId, row]));
-  const first = !known.size;
+  const first = !dbg.rows.length;
   let page = await apiPage("GET", `${path}?limit=${first ? FIRST_PAGE : NEW_PAGE}`);
+  const known = new Set(dbg.rows.map((row) => row.checkpointId));
   if (!first && page.next && !page.body.some((row) => known.has(row.checkpointId))) {
     page = await apiPage("GET", `${path}?limit=${FIRST_PAGE}`);
   }
   if (threadId !== dbg.threadId) return false;
-  for (const row of page.body) known.set(row.checkpointId, row);
+  addRows(page.body);
   if (first) dbg.older = page.next;
-  dbg.rows = [...known.values()];
   delete ui.timeline.dataset.empty;
   return true;
+}
+
+/** Put ``rows`` into what is loaded (a checkpoint read again replaces its old row). */
+function addRows(rows) {
+  const loaded = new Map(dbg.rows.map((row) => [row.checkpointId, row]));
+  for (const row of rows) loaded.set(row.checkpointId, row);
+  dbg.rows = [...loaded.values()];
 }
 
 /** The next page of older checkpoints, added to the timeline. */
@@ -314,9 +320,7 @@ async function loadOlder() {
   try {
     const page = await apiPage("GET", dbg.older);
     if (threadId !== dbg.threadId) return;
-    const known = new Map(dbg.rows.map((row) => [row.checkpointId, row]));
-    for (const row of page.body) known.set(row.checkpointId, row);
-    dbg.rows = [...known.values()];
+    addRows(page.body);
     dbg.older = page.next;
     drawRows();
     mark();

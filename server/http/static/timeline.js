@@ -104,47 +104,37 @@ function rowItem(row, branch, on) {
  * Draw the tree into ``container``: the main line, and under a checkpoint every branch that starts at it
  * (numbered in the order they were made). ``on.select(id)`` opens a checkpoint; ``on.newestId`` is the thread's
  * newest checkpoint; ``on.older``, when set, loads older checkpoints (a button says some are not shown).
- * Returns the branch of each id.
  */
 export function drawTimeline(container, rows, selectedId, on) {
   const tree = treeOf(rows);
-  const branchOf = new Map();
   let branches = 0;
   const line = (first, branch) => {
     const list = el("ol", branch ? "timeline-branch" : "timeline-line");
     list.dataset.branch = String(branch);
     for (let row = first; row; ) {
-      branchOf.set(row.checkpointId, branch);
       const item = rowItem(row, branch, on);
       if (row.checkpointId === selectedId) item.classList.add("selected");
       list.append(item);
       const [next, ...forks] = tree.children.get(row.checkpointId) || [];
-      for (const fork of forks) {
-        const number = ++branches;
-        const holder = el("li", "timeline-fork");
-        holder.dataset.testid = "timeline-branch";
-        holder.dataset.branch = String(number);
-        holder.append(el("div", "timeline-fork-head", `branch ${number} · from step ${row.step ?? "?"}`));
-        holder.append(line(fork, number));
-        list.append(holder);
-      }
+      for (const fork of forks) list.append(branchFrom("li", fork, `from step ${row.step ?? "?"}`));
       row = next;
     }
     return list;
+  };
+  /** A numbered branch starting at ``first``, headed by where it comes from. */
+  const branchFrom = (tag, first, from) => {
+    const number = ++branches;
+    const holder = el(tag, "timeline-fork");
+    holder.dataset.testid = "timeline-branch";
+    holder.dataset.branch = String(number);
+    holder.append(el("div", "timeline-fork-head", `branch ${number} · ${from}`), line(first, number));
+    return holder;
   };
   // The oldest loaded checkpoint starts the main line; another one whose parent is not loaded (only with
   // older checkpoints not shown) is a branch from one of those.
   const [main, ...others] = tree.roots;
   const drawn = main ? [line(main, 0)] : [];
-  for (const root of others) {
-    const number = ++branches;
-    const holder = el("div", "timeline-fork");
-    holder.dataset.testid = "timeline-branch";
-    holder.dataset.branch = String(number);
-    holder.append(el("div", "timeline-fork-head", `branch ${number} · from an older checkpoint (not loaded)`));
-    holder.append(line(root, number));
-    drawn.push(holder);
-  }
+  for (const root of others) drawn.push(branchFrom("div", root, "from an older checkpoint (not loaded)"));
   if (on.older) {
     const more = el("button", "timeline-older", "Older checkpoints are not shown: load more");
     more.type = "button";
@@ -154,5 +144,4 @@ export function drawTimeline(container, rows, selectedId, on) {
   }
   container.replaceChildren(...drawn);
   if (!rows.length) container.replaceChildren(el("p", "hint", "This thread has no checkpoints yet."));
-  return branchOf;
 }

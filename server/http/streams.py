@@ -36,10 +36,9 @@ def stream_routes(caller: Caller) -> APIRouter:
         manager = manager_of(request)
         manager.check_message_size(body.message)
         served = manager.protocol(protocol)
-        graph = served.graph
         stops = {
-            "interrupt_before": checked_stops(protocol, graph, "interruptBefore", body.interrupt_before),
-            "interrupt_after": checked_stops(protocol, graph, "interruptAfter", body.interrupt_after),
+            "interrupt_before": checked_stops(served.spec, "interruptBefore", body.interrupt_before),
+            "interrupt_after": checked_stops(served.spec, "interruptAfter", body.interrupt_after),
         }
         return await manager.start(
             served, body.message, project_id=body.project_id, request_id=body.request_id,

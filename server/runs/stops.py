@@ -17,23 +17,22 @@ from typing import Any
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
+from phasegraph.graphs.registry import ProtocolSpec
 from phasegraph.nodes.errors import InvalidInputError
-
-Graph = CompiledStateGraph[Any, Any, Any, Any]
 
 #: Every node ("*" in the LangGraph API).
 ALL = "*"
 
 
-def checked_stops(protocol: str, graph: Graph, field: str, value: Any) -> Any:
-    """Stop nodes as given (``"*"``, a list or None), refused (422) when one is not a node of the graph."""
+def checked_stops(spec: ProtocolSpec, field: str, value: Any) -> Any:
+    """Stop nodes as given (``"*"``, a list or None), refused (422) when one is not a node of the protocol."""
     if value is None or value == ALL:
         return value
-    known = set(graph.nodes) - {"__start__"}
+    known = spec.node_names()
     unknown = [node for node in value if node not in known]
     if unknown:
         raise InvalidInputError(
-            f"{field}: {unknown[0]!r} is not a node of {protocol!r} ({', '.join(sorted(known))})"
+            f"{field}: {unknown[0]!r} is not a node of {spec.id!r} ({', '.join(sorted(known))})"
         )
     return list(value)
 

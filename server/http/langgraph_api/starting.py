@@ -132,8 +132,8 @@ async def start_run(
     served = protocol_of(manager, body.assistant_id)
     spec, graph = served.spec, served.graph
     options: dict[str, Any] = {
-        "interrupt_before": checked_stops(spec.id, graph, "interrupt_before", body.interrupt_before),
-        "interrupt_after": checked_stops(spec.id, graph, "interrupt_after", body.interrupt_after),
+        "interrupt_before": checked_stops(spec, "interrupt_before", body.interrupt_before),
+        "interrupt_after": checked_stops(spec, "interrupt_after", body.interrupt_after),
         "metadata": body.metadata,
         "stream_mode": body.modes(),
     }

@@ -102,6 +102,8 @@ async def stream_graph(
     store = traces or DEFAULT_TRACES
     stamper = _Stamper(context, spec.id, seq_start)
     reported = False  # the graph already emitted the error event of the failure it raises
+    config = _traced(config, context)
+    run_trace = context.run_trace()
     try:
         # subgraphs: a protocol's subgraph (planner's plan executor) emits through its own writer
         async for _, chunk in graph.astream(
@@ -119,13 +121,31 @@ async def stream_graph(
             elif EVENT_KEY in custom:
                 event = stamper.parse(custom[EVENT_KEY])
                 reported = isinstance(event, ErrorEvent)
+                run_trace.observe(event)
                 yield event
     except Exception as exc:  # every failure reaches the client as one error event
         if not isinstance(exc, PhasegraphError):
             logger.exception("request %s (%s) failed", context.request_id, spec.id)
         if not reported:
             kind, message = describe(exc)
-            yield stamper.make(ErrorEvent, kind=kind, message=message)
+            event = stamper.make(ErrorEvent, kind=kind, message=message)
+            run_trace.observe(event)
+            yield event
+
+
+def _traced(config: RunnableConfig | None, context: RunContext) -> RunnableConfig:
+    """``config`` with the run's span handler among its callbacks (the thread is the conversation)."""
+    config = config or {}
+    thread = str(config.get("configurable", {}).get("thread_id", ""))
+    handler = context.run_trace(thread).handler
+    callbacks = config.get("callbacks")
+    if callbacks is None:
+        return {**config, "callbacks": [handler]}
+    if isinstance(callbacks, list):
+        return {**config, "callbacks": [*callbacks, handler] if handler not in callbacks else callbacks}
+    copied = callbacks.copy()  # a callback manager
+    copied.add_handler(handler, inherit=True)
+    return {**config, "callbacks": copied}
 
 
 async def stream_run(

@@ -19,13 +19,16 @@ from phasegraph.nodes.models import DEMO_MODEL, DEMO_SCRIPT, DEMO_WORKSPACE, mak
 from phasegraph.nodes.project import Project, load_project, setting_problem
 from phasegraph.nodes.prompts import SYSTEM_PROMPT
 from phasegraph.nodes.settings import run_settings
+from phasegraph.nodes.telemetry import RunTrace
 from phasegraph.tools import ToolContext, ToolRegistry, default_registry
 from phasegraph.tools.sources import ToolSourceError, ToolSources, select
 from phasegraph.tools.toolset import Toolset, open_toolset
 
 logger = logging.getLogger(__name__)
 #: Fields a project file may not set: the server's, the request's and the live objects.
-NOT_FROM_PROJECT = frozenset({"request_id", "database", "chat_model", "tool_registry", "project_file"})
+NOT_FROM_PROJECT = frozenset(
+    {"request_id", "database", "chat_model", "tool_registry", "project_file", "trace_parent"}
+)
 
 
 def _whole(value: Any) -> Any:
@@ -108,7 +111,16 @@ class RunContext:
         },
     )
 
+    trace_parent: SkipJsonSchema[str] = field(
+        default="",
+        metadata={
+            "description": "The W3C traceparent of the request's first run: a resumed run's root span links "
+            "to it. The server sets it."
+        },
+    )
+
     def __post_init__(self) -> None:
+        self._trace: RunTrace | None = None
         self._project = load_project(self.project_file or None)
         if self._project is not None:
             self._apply(self._project)
@@ -214,8 +226,21 @@ class RunContext:
         """The tools a run has when it is given no registry (the protocol's own, or the workspace's)."""
         return default_registry()
 
-    async def aclose(self) -> None:
-        """Release what the run held open; its driver calls this when the run ends or pauses."""
+    def run_trace(self, conversation: str = "") -> RunTrace:
+        """The root span and span handler of the run (begun at the first call)."""
+        if self._trace is None:
+            self._trace = RunTrace(self.PROTOCOL, self.request_id, self.project_id, conversation,
+                                   link=self.trace_parent)  # fmt: skip
+        return self._trace
+
+    async def aclose(self, outcome: str | None = None) -> None:
+        """Release what the run held open; its driver calls this when the run ends or pauses.
+
+        The run's root span ends here with its outcome: the one its events told (completed, failed),
+        else ``outcome``, else ``paused``.
+        """
+        if self._trace is not None:
+            self._trace.close(outcome)
         await self.close_tools()
 
     async def close_tools(self) -> None:

@@ -15,6 +15,7 @@ from langgraph.types import StreamWriter
 from phasegraph.nodes.context import RunContext
 from phasegraph.nodes.errors import describe
 from phasegraph.nodes.events import ErrorEvent, EventBase
+from phasegraph.nodes.telemetry import note
 from phasegraph.nodes.trace import TraceEntry, TraceType
 
 E = TypeVar("E", bound=EventBase)
@@ -43,6 +44,7 @@ class Emitter:
             **fields,
         )
         self.writer({EVENT_KEY: event.to_dict()})
+        note(event)  # on the span of the node emitting it
         return event
 
     def trace(self, kind: TraceType, **details: Any) -> None:

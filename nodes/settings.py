@@ -6,7 +6,7 @@ import re
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from phasegraph.nodes.project import PROTOCOL_IDS, load_project
@@ -77,18 +77,20 @@ class RunSettings(BaseSettings):
     )
     otel_exporter: Literal["none", "console", "otlp"] = Field(
         default="none",
-        description="Where agent_network's OpenTelemetry spans go: none (the process's own tracer provider, "
-        "silent unless the host application set one), console, or otlp (configured by the standard "
-        "OTEL_EXPORTER_OTLP_* variables).",
+        description="Where OpenTelemetry spans (and metrics) go: none (spans to the process's own tracer "
+        "provider, silent unless the host application set one; metrics only on GET /metrics), console, or "
+        "otlp (configured by the standard OTEL_EXPORTER_OTLP_* variables).",
     )
     price_table: str = Field(
         default="",
         description="A JSON file of model prices (USD per million input/output tokens, keyed by model spec, "
         "wildcards allowed) for the planner's usage rows. Empty: the bundled table.",
     )
-    otel_capture_prompts: bool = Field(
+    otel_capture_content: bool = Field(
         default=False,
-        description="Put prompt text on spans; off, spans carry only each prompt's size.",
+        validation_alias=AliasChoices("PHASEGRAPH_OTEL_CAPTURE_CONTENT", "PHASEGRAPH_OTEL_CAPTURE_PROMPTS"),
+        description="Put prompts, model answers and tool arguments and results on spans (secrets masked); "
+        "off, spans carry only sizes. PHASEGRAPH_OTEL_CAPTURE_PROMPTS is its older name.",
     )
 
 

@@ -75,7 +75,7 @@ async def execute_tool_call(
     emitter.trace("tool_call", call_id=call_id, name=name, args=args, signature=signature, **replayed, **meta)
     emitter.emit(ToolCall, call_id=call_id, name=name, args=args, signature=signature, **meta)
     if result is None:
-        result = await _run(context, registry, name, args, refusal, invoke)
+        result = await _run(context, registry, call, refusal, invoke)
         if finished is not None:  # durable before anything after this call (the next step of a block) runs
             await finished.record(call_id, signature, result)
     emitter.trace("tool_result", call_id=call_id, name=name, **result.model_dump(), **replayed, **meta)
@@ -95,18 +95,18 @@ async def execute_tool_call(
 async def _run(
     context: RunContext,
     registry: ToolRegistry,
-    name: str,
-    args: dict[str, Any],
+    call: dict[str, Any],
     refusal: str | None,
     invoke: Callable[[], Awaitable[ToolResult]] | None,
 ) -> ToolResult:
     """The call's result: the refusal, the other runner's or the registry tool's, secrets redacted."""
+    name, args = call["name"], call["args"]
     if refusal is not None:
         result = ToolResult(status="error", error=refusal)
     elif invoke is not None:
         result = await invoke()
     else:
-        result = await ToolRunner(registry, context.tool_context()).run(name, args)
+        result = await ToolRunner(registry, context.tool_context()).run(name, args, call_id=call["id"])
     return redactor().model(result)  # a tool echoing a configured secret: neither model nor store sees it
 
 

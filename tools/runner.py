@@ -17,6 +17,8 @@ from phasegraph.tools.sources import policy_of, source_of
 
 #: Name of the injected argument through which tools receive the run's ToolContext.
 CONTEXT_ARG = "context"
+#: The metadata key naming a call to the tool's callbacks.
+CALL_ID = "phasegraph_call_id"
 
 
 class ToolResult(BaseModel):
@@ -39,11 +41,14 @@ class ToolRunner:
         self.registry = registry
         self.context = context
 
-    async def run(self, name: str, args: dict[str, Any]) -> ToolResult:
-        """Run ``name(**args)``; unknown tools, bad arguments and raising tools become errors."""
+    async def run(self, name: str, args: dict[str, Any], *, call_id: str = "") -> ToolResult:
+        """Run ``name(**args)``; unknown tools, bad arguments and raising tools become errors.
+
+        ``call_id`` names the call to the tool's callbacks (a trace's ``execute_tool`` span shows it).
+        """
         started = time.perf_counter()
         try:
-            output = await self._invoke(name, args)
+            output = await self._invoke(name, args, call_id)
         except TimeoutError:
             error = f"{name} gave no answer within {self._timeout(name):g} s"
         except (ToolError, ValidationError, ValueError, TypeError, OSError) as exc:
@@ -60,7 +65,7 @@ class ToolRunner:
             text = text.replace(root + "/", "").replace(root, ".")
         return text
 
-    async def _invoke(self, name: str, args: dict[str, Any]) -> str:
+    async def _invoke(self, name: str, args: dict[str, Any], call_id: str = "") -> str:
         found = self.registry.get(name)
         if found is None:
             raise ToolError(f"unknown tool {name!r}; available tools: {', '.join(self.registry.names())}")
@@ -74,7 +79,7 @@ class ToolRunner:
             payload[CONTEXT_ARG] = self.context
         timeout = self._timeout(name) if not source_of(found).startswith("mcp:") else None
         async with asyncio.timeout(timeout):  # an MCP tool applies its own timeout to its call
-            output = await found.ainvoke(payload)
+            output = await found.ainvoke(payload, {"metadata": {CALL_ID: call_id}} if call_id else None)
         return output if isinstance(output, str) else str(output)
 
     def _timeout(self, name: str) -> float | None:

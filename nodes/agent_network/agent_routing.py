@@ -8,7 +8,6 @@ from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
 from phasegraph.nodes.agent_network.context import AgentNetworkContext
-from phasegraph.nodes.agent_network.network import spans_of
 from phasegraph.nodes.agent_network.schemas import Instruction
 from phasegraph.nodes.agent_network.state import AgentNetworkState, progress
 from phasegraph.nodes.answers import all_tools_failed
@@ -37,7 +36,6 @@ async def route_to_agent(state: AgentNetworkState, runtime: Runtime[AgentNetwork
         message=details.get("message"),
         **progress({**state, **update}),
     )
-    spans_of(runtime.context, state).end(f"step-{state['steps']}")
     instruction = Instruction(
         step=state["steps"], epoch=state["control_epoch"], agent=source, action="ROUTE_TO_AGENT",
         target_agent=target, message=details.get("message"),
@@ -59,7 +57,6 @@ async def respond(state: AgentNetworkState, runtime: Runtime[AgentNetworkContext
     )
     failed = all_tools_failed(state["tool_execution_log"].values())
     emitter.emit(Final, answer=answer, all_tools_failed=failed, **progress(state))
-    spans_of(runtime.context, state).close()
     await runtime.context.close_tools()  # the turn ends here: its MCP sessions with it
     return {
         "answer": answer,
@@ -104,6 +101,5 @@ async def _stop(
     emitter.emit(
         ErrorEvent, kind="budget_exhausted", message=message, transcript=state["execution_log"], **meta
     )
-    spans_of(context, state).close(error=f"budget_exhausted: {budget}")
     await context.close_tools()  # the turn ends here: its MCP sessions with it
     return {"answer": "", "responder": None}

@@ -7,19 +7,19 @@ from uuid import NAMESPACE_URL, uuid5
 
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
+from opentelemetry.trace import Status, StatusCode
 
 from phasegraph.nodes.agent_network.context import AgentNetworkContext
 from phasegraph.nodes.agent_network.execution_log import agent_entry, preview
-from phasegraph.nodes.agent_network.network import spans_of
+from phasegraph.nodes.agent_network.network import trace_network
 from phasegraph.nodes.agent_network.prompts import build_prompt
 from phasegraph.nodes.agent_network.schemas import AgentDecision, incomplete
 from phasegraph.nodes.agent_network.state import AgentNetworkState, progress
 from phasegraph.nodes.conversation import call_message, refused_message, user_turn
 from phasegraph.nodes.emit import Emitter, reports_errors
-from phasegraph.nodes.errors import PhasegraphError
 from phasegraph.nodes.events import AgentStep
 from phasegraph.nodes.structured import ask_structured
-from phasegraph.nodes.telemetry import prompt_attributes
+from phasegraph.nodes.telemetry import current_span, prompt_attributes
 from phasegraph.tools.networks import CompiledAgent, NetworkSnapshot
 
 DECIDE = "Decide your next action for the user's request, as one JSON decision."
@@ -34,28 +34,25 @@ async def run_agent_step(state: AgentNetworkState, runtime: Runtime[AgentNetwork
     update: dict[str, Any] = {"phase": "agent_step", "phase_index": state["phase_index"] + 1, "steps": step}
     meta = progress({**state, **update})
     prompt = build_prompt(agent, state, context.summary_chars)
-    spans = spans_of(context, state)
-    span = spans.start(f"step-{step}", f"invoke_agent {agent.key}", {
+    trace_network(state)
+    span = current_span()  # this node's: it is the agent's step
+    span.update_name(f"invoke_agent {agent.key}")
+    span.set_attributes({
         "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent.key,
-        "gen_ai.conversation.id": spans.attributes["gen_ai.conversation.id"],
         "phasegraph.step": step, "phasegraph.epoch": state["control_epoch"], **prompt_attributes(prompt),
     })  # fmt: skip
-    try:
-        turn = user_turn(state["messages"])
-        answer = await ask_structured(
-            lambda n: context.resolve_model(state["model_calls"] + n, turn),
-            [SystemMessage(prompt), HumanMessage(DECIDE)],
-            AgentDecision,
-            method=context.structured_output,
-            check=incomplete,
-            max_chars=context.max_tool_args_chars,
-            on_reject=lambda problem, text: emitter.trace(
-                "model_output_rejected", problem=problem, text=text, **meta
-            ),
-        )
-    except PhasegraphError as exc:
-        spans.close(error=f"{exc.kind}: {exc}")
-        raise
+    turn = user_turn(state["messages"])
+    answer = await ask_structured(
+        lambda n: context.resolve_model(state["model_calls"] + n, turn),
+        [SystemMessage(prompt), HumanMessage(DECIDE)],
+        AgentDecision,
+        method=context.structured_output,
+        check=incomplete,
+        max_chars=context.max_tool_args_chars,
+        on_reject=lambda problem, text: emitter.trace(
+            "model_output_rejected", problem=problem, text=text, **meta
+        ),
+    )
     decision = answer.value.model_dump(mode="json")
     refusal = refuse(agent, answer.value)
     for name, tokens in (("input", answer.prompt_tokens), ("output", answer.output_tokens)):
@@ -66,7 +63,7 @@ async def run_agent_step(state: AgentNetworkState, runtime: Runtime[AgentNetwork
         "details": preview(decision["action_details"], 120), **({"refused": refusal} if refusal else {}),
     })  # fmt: skip
     if refusal is not None:
-        spans.end(f"step-{step}", error=f"refused: {refusal}")
+        span.set_status(Status(StatusCode.ERROR, f"refused: {refusal}"))
     emitter.trace("agent_prompt", prompt=prompt, raw=answer.raw, **meta)
     emitter.emit(
         AgentStep, decision=decision, refused=refusal, prompt_chars=answer.prompt_chars,

@@ -11,7 +11,6 @@ from pydantic.json_schema import SkipJsonSchema
 from phasegraph.nodes.context import AtLeastOne, AtLeastZero, RunContext
 from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.structured import StructuredMethod
-from phasegraph.nodes.telemetry import RunSpans
 
 DEMO_SCRIPT = Path(__file__).resolve().parent / "demo" / "script.json"
 
@@ -98,26 +97,3 @@ class AgentNetworkContext(RunContext):
             raise ConfigurationError("network_version needs a network name")
         if not isinstance(self.system_params, dict):
             raise ConfigurationError("system_params must be a JSON object of parameter values")
-        self._spans: RunSpans | None = None
-
-    def spans(self, network: str, thread_id: str) -> RunSpans:
-        """The run's OpenTelemetry spans (the root is named after the network)."""
-        if self._spans is None:
-            self._spans = RunSpans(
-                f"invoke_workflow {network}",
-                {
-                    "gen_ai.operation.name": "invoke_workflow",
-                    "gen_ai.workflow.name": network,
-                    "gen_ai.conversation.id": thread_id,
-                    "phasegraph.request_id": self.request_id,
-                    "phasegraph.project_id": self.project_id,
-                },
-            )
-        return self._spans
-
-    async def aclose(self) -> None:
-        """End the spans still open (the run ended, failed or paused)."""
-        await super().aclose()
-        if self._spans is not None:
-            self._spans.close()
-            self._spans = None

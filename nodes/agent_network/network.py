@@ -5,14 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.messages import HumanMessage
-from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from phasegraph.nodes.agent_network.context import AgentNetworkContext
 from phasegraph.nodes.agent_network.state import AgentNetworkState
 from phasegraph.nodes.emit import reports_errors
 from phasegraph.nodes.errors import ConfigurationError, NotFoundError
-from phasegraph.nodes.telemetry import RunSpans
+from phasegraph.nodes.telemetry import root_span
 from phasegraph.tools.networks import (
     EXAMPLE_NETWORK,
     NetworkError,
@@ -83,7 +82,9 @@ async def load_snapshot(context: AgentNetworkContext) -> NetworkSnapshot:
             await store.close()
 
 
-def spans_of(context: AgentNetworkContext, state: AgentNetworkState) -> RunSpans:
-    """The run's spans; the root names the network and the conversation (the LangGraph thread)."""
-    thread = get_config().get("configurable", {}).get("thread_id") or context.request_id
-    return context.spans(state["network"]["name"], str(thread))
+def trace_network(state: AgentNetworkState) -> None:
+    """Name the run's root span after its network (at every step: a resumed run starts at any step)."""
+    name = state["network"]["name"]
+    root = root_span()
+    root.update_name(f"invoke_workflow {name}")
+    root.set_attributes({"gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": name})

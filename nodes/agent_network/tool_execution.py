@@ -9,13 +9,14 @@ from langgraph.runtime import Runtime
 from phasegraph.nodes.agent_network.agent_step import budget_spent
 from phasegraph.nodes.agent_network.agent_step import execution_id as call_id
 from phasegraph.nodes.agent_network.context import AgentNetworkContext
-from phasegraph.nodes.agent_network.execution_log import preview, tool_entry, tool_payload
-from phasegraph.nodes.agent_network.network import spans_of
+from phasegraph.nodes.agent_network.execution_log import tool_entry, tool_payload
+from phasegraph.nodes.agent_network.network import trace_network
 from phasegraph.nodes.agent_network.schemas import Instruction
 from phasegraph.nodes.agent_network.state import AgentNetworkState, progress
 from phasegraph.nodes.approval import ask, needs_approval
 from phasegraph.nodes.conversation import call_message, refused_message, result_message, tool_counts
 from phasegraph.nodes.emit import Emitter, reports_errors
+from phasegraph.nodes.telemetry import current_span
 from phasegraph.nodes.tool_calls import execute_tool_call
 from phasegraph.tools import ToolRegistry
 from phasegraph.tools.networks import NetworkSnapshot, tool_catalogue
@@ -45,21 +46,14 @@ async def use_tool(state: AgentNetworkState, runtime: Runtime[AgentNetworkContex
         "args": merged_params(context, registry, agent.tools[tool], details),
     }
     verdict = await ask(context, emitter, registry, call, phase) if needs_approval(registry, tool) else None
-    spans = spans_of(context, state)
-    span = spans.start(f"tool-{execution_id}", f"execute_tool {tool}", {
-        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool, "gen_ai.tool.type": "function",
-        "gen_ai.tool.call.id": execution_id, "gen_ai.agent.name": agent.key,
-    }, parent=f"step-{step}")  # fmt: skip
+    trace_network(state)
+    current_span().set_attributes({"gen_ai.agent.name": agent.key, "gen_ai.tool.call.id": execution_id})
     signature = registry.signature(tool, call["args"], context.project_id)
     result = await execute_tool_call(
         context, emitter, registry, call, signature, meta, verdict=verdict,
         turn_calls=tool_counts(state["messages"]),
     )  # fmt: skip
     params = call["args"]  # an edit replaced them
-    span.add_event("gen_ai.tool.result", {"status": result.status, "preview": preview(result.as_text(), 100)})
-    failed = result.error if result.status == "error" else None
-    spans.end(f"tool-{execution_id}", error=failed)
-    spans.end(f"step-{step}", error=failed)
     instruction = Instruction(
         step=step, epoch=epoch, agent=agent.key, action="USE_TOOL", tool=tool, params=params,
         execution_id=execution_id,

@@ -166,9 +166,9 @@ class PlannerContext(RunContext):
             entity_id=self.entity_id,
         )
 
-    async def aclose(self) -> None:
+    async def aclose(self, outcome: str | None = None) -> None:
         """Close the store this run opened (one passed in stays open)."""
-        await super().aclose()
+        await super().aclose(outcome)
         store, self._store = self._store, None
         if store is not None:
             await store.close()

@@ -1,17 +1,20 @@
-"""OpenTelemetry spans for protocol runs, named after the GenAI semantic conventions.
+"""Where phasegraph's spans and metrics go: the tracer and meter providers, chosen once per process.
 
-The exporter is chosen by ``PHASEGRAPH_OTEL_EXPORTER``: ``otlp`` (the exporter reads the standard
-``OTEL_EXPORTER_OTLP_*`` variables), ``console``, or ``none``, where spans go to the process's
-global tracer provider: silent unless the application hosting phasegraph installed one.
-``use_exporter`` installs another (tests use the SDK's in-memory exporter).
+``PHASEGRAPH_OTEL_EXPORTER`` picks the exporter: ``otlp`` (the OTLP/HTTP exporters read the standard
+``OTEL_EXPORTER_OTLP_*`` variables), ``console``, or ``none``. With ``none``, spans go to the
+process's global tracer provider (silent unless the application hosting phasegraph installed one).
+Metrics always have a Prometheus reader on a registry of their own (what ``GET /metrics`` serves);
+``otlp`` exports them too. ``use_exporter`` and ``use_metric_reader`` install others (tests read
+spans and metrics back with the SDK's in-memory exporter and reader).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from opentelemetry import trace
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.metrics import Meter
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import (
@@ -20,14 +23,17 @@ from opentelemetry.sdk.trace.export import (
     SimpleSpanProcessor,
     SpanExporter,
 )
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import Tracer
+from prometheus_client import CollectorRegistry
 
-from phasegraph.nodes.redact import redactor
 from phasegraph.nodes.settings import run_settings
 
 SCOPE = "phasegraph"
+RESOURCE = Resource.create({"service.name": SCOPE})
 _provider: TracerProvider | None = None
 _configured = False
+_meters: MeterProvider | None = None
+_registry: CollectorRegistry | None = None
 
 
 def use_exporter(exporter: SpanExporter | None, *, batch: bool = False) -> TracerProvider | None:
@@ -37,7 +43,7 @@ def use_exporter(exporter: SpanExporter | None, *, batch: bool = False) -> Trace
         _provider.shutdown()
     _provider, _configured = None, True
     if exporter is not None:
-        _provider = TracerProvider(resource=Resource.create({"service.name": SCOPE}))
+        _provider = TracerProvider(resource=RESOURCE)
         processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
         _provider.add_span_processor(processor)
     return _provider
@@ -64,68 +70,49 @@ def tracer() -> Tracer:
     return trace.get_tracer(SCOPE)
 
 
+def use_metric_reader(reader: MetricReader | None = None) -> MeterProvider:
+    """A new meter provider: the Prometheus reader, the OTLP exporter when chosen, and ``reader``.
+
+    Instruments are made again for the new provider (``phasegraph.nodes.telemetry.metrics``).
+    """
+    global _meters, _registry
+    if _meters is not None:
+        _meters.shutdown()
+    _registry = CollectorRegistry(auto_describe=True)
+    readers: list[MetricReader] = [PrometheusMetricReader(registry=_registry)]
+    if run_settings().otel_exporter == "otlp":
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+        readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
+    if reader is not None:
+        readers.append(reader)
+    _meters = MeterProvider(metric_readers=readers, resource=RESOURCE)
+    return _meters
+
+
+def meter() -> Meter:
+    """The meter of phasegraph's instruments (the provider is made at first use)."""
+    return (_meters or use_metric_reader()).get_meter(SCOPE)
+
+
+def prometheus_registry() -> CollectorRegistry:
+    """The registry ``GET /metrics`` renders (phasegraph's metrics, read at each scrape)."""
+    if _registry is None:
+        use_metric_reader()
+    assert _registry is not None
+    return _registry
+
+
 def force_flush(timeout_ms: int = 5_000) -> bool:
-    """Export every finished span now (what a short-lived process does before it answers)."""
+    """Export every finished span and metric now (what a short-lived process does before it exits)."""
     provider = _provider if _provider is not None else trace.get_tracer_provider()
     flush = getattr(provider, "force_flush", None)
-    return bool(flush(timeout_ms)) if flush is not None else True
+    flushed = bool(flush(timeout_ms)) if flush is not None else True
+    if _meters is not None:
+        flushed = _meters.force_flush(timeout_ms) and flushed
+    return flushed
 
 
-def prompt_attributes(prompt: str) -> dict[str, Any]:
-    """A prompt as span attributes: its size always, its (secret-masked) text only when allowed."""
-    attributes: dict[str, Any] = {"phasegraph.prompt.chars": len(prompt)}
-    if run_settings().otel_capture_prompts:
-        attributes["gen_ai.prompt"] = redactor().text(prompt)
-    return attributes
-
-
-class RunSpans:
-    """The spans of one driven run: a root, and the step spans still open beneath it.
-
-    A Context owns one; its driver closes the Context when the run ends or pauses, which ends
-    whatever is still open, so nothing is left unexported.
-    """
-
-    def __init__(self, name: str, attributes: Mapping[str, Any]) -> None:
-        self.name, self.attributes = name, dict(attributes)
-        self._root: Span | None = None
-        self._open: dict[str, Span] = {}
-
-    def root(self) -> Span:
-        """The run's root span (started at the first use)."""
-        if self._root is None:
-            self._root = tracer().start_span(self.name, kind=SpanKind.INTERNAL, attributes=self.attributes)
-        return self._root
-
-    def start(self, key: str, name: str, attributes: Mapping[str, Any], parent: str | None = None) -> Span:
-        """Start a span under the span ``parent`` (still open in this process) or under the root."""
-        above = self._open.get(parent) if parent is not None else None
-        context = trace.set_span_in_context(above if above is not None else self.root())
-        span = tracer().start_span(name, context=context, kind=SpanKind.INTERNAL, attributes=dict(attributes))
-        self._open[key] = span
-        return span
-
-    def get(self, key: str) -> Span | None:
-        """An open span."""
-        return self._open.get(key)
-
-    def end(self, key: str, error: str | None = None) -> None:
-        """End an open span (with an error status when ``error``)."""
-        span = self._open.pop(key, None)
-        if span is not None:
-            _finish(span, error)
-
-    def close(self, error: str | None = None) -> None:
-        """End every open span, then the root."""
-        for key in list(self._open):
-            self.end(key, error)
-        if self._root is not None:
-            _finish(self._root, error)
-            self._root = None
-
-
-def _finish(span: Span, error: str | None) -> None:
-    if error is not None:
-        span.set_status(Status(StatusCode.ERROR, error))
-        span.set_attribute("error.type", error.split(":", 1)[0][:100])
-    span.end()
+def current_meter_provider() -> MeterProvider | None:
+    """The meter provider phasegraph's instruments belong to now."""
+    return _meters

@@ -57,10 +57,16 @@ class Driver:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def launch(self, served: Served, record: RequestRecord, graph_input: Any, config: RunnableConfig) -> None:
-        """Drive ``record``'s run from ``graph_input`` (``None``: on from the checkpoint) in a task."""
+    def launch(
+        self, served: Served, record: RequestRecord, graph_input: Any, config: RunnableConfig,
+        context: RunContext | None = None,
+    ) -> None:  # fmt: skip
+        """Drive ``record``'s run from ``graph_input`` (``None``: on from the checkpoint) in a task.
+
+        ``context``: the run's Context when the caller made it already (else it is made from the record).
+        """
         run = LocalRun()
-        run.task = asyncio.create_task(self._drive(run, served, record, graph_input, config),
+        run.task = asyncio.create_task(self._drive(run, served, record, graph_input, config, context),
                                        name=f"run-{record.request_key}")  # fmt: skip
         self.engine.local[record.request_key] = run
 
@@ -92,16 +98,27 @@ class Driver:
         self.launch(served, record.model_copy(update={"last_seq": resumed.seq}), graph_input, config)
 
     async def _drive(
-        self, run: LocalRun, served: Served, record: RequestRecord, graph_input: Any, config: RunnableConfig
-    ) -> None:
+        self, run: LocalRun, served: Served, record: RequestRecord, graph_input: Any, config: RunnableConfig,
+        given: RunContext | None,
+    ) -> None:  # fmt: skip
         engine, key = self.engine, record.request_key
         try:
-            context = served.context(record)
+            context = given or served.context(record)
             run.queued = record.last_seq
+            stopped: str | None = None
             try:
                 await self._segments(run, served, record, graph_input, config, context)
+            except asyncio.CancelledError:
+                stopped = (
+                    "paused"
+                    if run.stop == "shutdown"
+                    else "superseded"
+                    if run.stop == SUPERSEDED
+                    else "cancelled"
+                )
+                raise
             finally:
-                await context.aclose()  # the run ended or paused here: what it held open is released
+                await context.aclose(stopped)  # the run ended or paused here: what it held open is released
         except asyncio.CancelledError:
             done = record.model_copy(update={"last_seq": _queued(run, record)})
             if run.ending:

@@ -66,8 +66,14 @@ class Starter:
                   "show_tool_outputs": show_tool_outputs}  # fmt: skip
         record = self.new_record(request_id, project_id, spec.id, thread_id, thread_key, fields)
         record.options = options or {}
-        served.context(record)  # a bad model spec fails here, before anything is stored
-        await engine.store.create(record)
+        context = served.context(record)  # a bad model spec fails here, before anything is stored
+        # The run's root span begins as it is accepted; a resumed run, anywhere, links to it.
+        record.settings["trace_parent"] = context.run_trace(record.thread_key).traceparent
+        try:
+            await engine.store.create(record)
+        except BaseException:
+            await context.aclose("refused")
+            raise
         if graph_input is TURN:
             await self._list_thread(record)
             graph_input = {"messages": [HumanMessage(message)]}
@@ -75,7 +81,9 @@ class Starter:
                 graph_input = await turn_input(served.graph, thread_config(record.thread_key), message)
         # Subscribed before the run starts, so its stream needs no first read of the store.
         engine.fresh[record.request_key] = engine.hub.subscribe(record.request_key)
-        self.driver.launch(served, record, graph_input, thread_config(record.thread_key, checkpoint_id))
+        self.driver.launch(
+            served, record, graph_input, thread_config(record.thread_key, checkpoint_id), context
+        )
         return record
 
     async def fork(self, origin: RequestRecord, checkpoint_id: str) -> RequestRecord:

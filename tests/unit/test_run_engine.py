@@ -44,7 +44,7 @@ class HeldRelease:
 def held(monkeypatch: pytest.MonkeyPatch) -> HeldRelease:
     held = HeldRelease()
 
-    async def aclose(context: RunContext) -> None:
+    async def aclose(context: RunContext, outcome: str | None = None) -> None:
         await held.hold()
 
     monkeypatch.setattr(RunContext, "aclose", aclose)

@@ -1,0 +1,287 @@
+"""A LangChain callback handler that turns a graph run's nodes, model calls and tool calls into spans.
+
+LangGraph reports every node it runs, and LangChain every model and tool call, to the callbacks of
+the run's config, each with its parent: the handler opens a span for each node of the protocol's
+graph (named after the node: ``action_phase``, ``decide_action``...), each model call
+(``chat <model>``, with token usage) and each tool call (``execute_tool <tool>``), nested as they
+ran. Everything else a graph runs (routing functions, a subgraph's own run) is not a span; what it
+starts nests under the nearest span above it. ``note`` puts an event a node emits on that node's
+span (refusals, budget stops, approvals, validation errors...).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.outputs import LLMResult
+from langgraph.config import get_config
+from langgraph.errors import GraphBubbleUp
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from phasegraph.nodes.errors import ConfigurationError
+from phasegraph.nodes.events import EventBase
+from phasegraph.nodes.prices import cost_usd
+from phasegraph.nodes.telemetry import content, metrics
+from phasegraph.nodes.telemetry.setup import tracer
+
+#: Events not put on spans: model text (the chat span has it) and tool calls (their own spans).
+UNNOTED = frozenset({"text", "tool_call", "tool_result", "phase_start", "agent_state"})
+#: Envelope fields every event has: the span says them already.
+ENVELOPE = frozenset({"type", "requestId", "projectId", "protocol", "seq", "ts"})
+#: Event fields that carry a run's content (a prompt's words, an answer, arguments): only when allowed.
+CONTENT = frozenset({"args", "params", "answer", "message", "decision", "steps", "plan", "summary",
+                     "notes", "reasoning", "assessmentDelta", "resolution", "operationPlan", "transcript",
+                     "output", "problems", "query", "text", "details"})  # fmt: skip
+
+
+@dataclass
+class _Opened:
+    """A span the handler opened: its kind (node, chat, tool), start and first attributes."""
+
+    span: Span
+    kind: str
+    attributes: dict[str, Any]
+    started: float = field(default_factory=time.perf_counter)
+
+
+class SpanHandler(BaseCallbackHandler):
+    """Spans of one run's nodes, model calls and tool calls, under the run's root span."""
+
+    run_inline = True  # called in the event loop, in order: no thread hop per callback
+
+    def __init__(self, root: Span, protocol: str) -> None:
+        self.root, self.protocol = root, protocol
+        self._open: dict[UUID, _Opened] = {}
+        self._under: dict[UUID, Span] = {}  # a run that is no span -> the span it nests under
+
+    def span_of(self, run_id: UUID | None) -> Span:
+        """The span a run is, or nests under (the root for a run the handler has not seen)."""
+        if run_id is None:
+            return self.root
+        opened = self._open.get(run_id)
+        return opened.span if opened is not None else self._under.get(run_id, self.root)
+
+    def _start(self, run_id: UUID, parent: UUID | None, name: str, kind: str, attributes: dict[str, Any],
+               span_kind: SpanKind = SpanKind.INTERNAL) -> Span:  # fmt: skip
+        context = trace.set_span_in_context(self.span_of(parent))
+        span = tracer().start_span(name, context=context, kind=span_kind, attributes=attributes)
+        self._open[run_id] = _Opened(span, kind, attributes)
+        return span
+
+    def _end(self, run_id: UUID, error: BaseException | None = None) -> tuple[_Opened, float] | None:
+        """End a run's span; its record and how long it was open (``None``: the run is no span)."""
+        self._under.pop(run_id, None)
+        opened = self._open.pop(run_id, None)
+        if opened is None:
+            return None
+        span = opened.span
+        if isinstance(error, GraphBubbleUp):  # an interrupt or a handoff: control flow, not a failure
+            span.add_event("phasegraph.interrupt", {"phasegraph.kind": type(error).__name__})
+        elif error is not None:
+            span.set_status(Status(StatusCode.ERROR, str(error)[:200] or type(error).__name__))
+            span.set_attribute("error.type", type(error).__qualname__)
+        span.end()
+        return opened, time.perf_counter() - opened.started
+
+    # Nodes
+
+    def on_chain_start(self, serialized: dict[str, Any] | None, inputs: Any, *, run_id: UUID,
+                       parent_run_id: UUID | None = None, tags: list[str] | None = None,
+                       metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:  # fmt: skip
+        """A node of the graph opens a span; any other chain nests under its parent's."""
+        node = (metadata or {}).get("langgraph_node")
+        if (
+            parent_run_id is not None
+            and node is not None
+            and kwargs.get("name") == node
+            and any(t.startswith("graph:step:") for t in tags or ())
+        ):
+            step = int((metadata or {}).get("langgraph_step", 0))
+            attributes = {"phasegraph.node": str(node), "phasegraph.graph_step": step}
+            self._start(run_id, parent_run_id, str(node), "node", attributes)
+        else:
+            self._under[run_id] = self.span_of(parent_run_id)
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        """A node's span ends (its duration is recorded)."""
+        self._ended(run_id, None)
+
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """A node failed, or stopped at an interrupt (not a failure)."""
+        self._ended(run_id, error)
+
+    def _ended(self, run_id: UUID, error: BaseException | None) -> None:
+        ended = self._end(run_id, error)
+        if ended is not None and ended[0].kind == "node":
+            node = ended[0].attributes["phasegraph.node"]
+            metrics.instruments().phase_duration.record(
+                ended[1], {"phasegraph.protocol": self.protocol, "phasegraph.node": node}
+            )
+
+    # Model calls
+
+    def on_chat_model_start(self, serialized: dict[str, Any] | None, messages: list[list[Any]], *,
+                            run_id: UUID, parent_run_id: UUID | None = None,
+                            metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:  # fmt: skip
+        """A model call opens ``chat <model>``."""
+        model = str((metadata or {}).get("ls_model_name") or "model")
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": str((metadata or {}).get("ls_provider") or "unknown"),
+            "gen_ai.request.model": model,
+        }
+        sent = messages[0] if messages else []
+        attributes["phasegraph.prompt.chars"] = sum(len(str(getattr(m, "content", ""))) for m in sent)
+        if content.allowed():
+            attributes["gen_ai.input.messages"] = content.text(content.messages(sent))
+        self._start(run_id, parent_run_id, f"chat {model}", "chat", attributes, SpanKind.CLIENT)
+
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        """The call's usage (tokens, cost) goes on its span and into the metrics."""
+        opened = self._open.get(run_id)
+        if opened is None:
+            return
+        span = opened.span
+        generation = response.generations[0][0] if response.generations and response.generations[0] else None
+        message = getattr(generation, "message", None)
+        usage = getattr(message, "usage_metadata", None) or {}
+        input_tokens, output_tokens = int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
+        if usage:
+            span.set_attribute("gen_ai.usage.input_tokens", input_tokens)
+            span.set_attribute("gen_ai.usage.output_tokens", output_tokens)
+        answer = getattr(message, "response_metadata", {}) or {}
+        if answer.get("model_name"):
+            span.set_attribute("gen_ai.response.model", str(answer["model_name"]))
+        if answer.get("finish_reason"):
+            span.set_attribute("gen_ai.response.finish_reasons", [str(answer["finish_reason"])])
+        if content.allowed() and generation is not None:
+            span.set_attribute(
+                "gen_ai.output.messages", content.text(content.messages([message or generation]))
+            )
+        self._model_ended(run_id, None, input_tokens, output_tokens)
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """A model call failed, or its stream was cut on purpose (read up to a tool call)."""
+        if isinstance(error, GeneratorExit):
+            opened = self._open.get(run_id)
+            if opened is not None:
+                opened.span.set_attribute("phasegraph.stream_cut", True)
+            self._model_ended(run_id, None, 0, 0)
+        else:
+            self._model_ended(run_id, error, 0, 0)
+
+    def _model_ended(
+        self, run_id: UUID, error: BaseException | None, input_tokens: int, output_tokens: int
+    ) -> None:
+        opened = self._open.get(run_id)
+        if opened is None:
+            return
+        model = {key: str(opened.attributes[key]) for key in ("gen_ai.provider.name", "gen_ai.request.model")}
+        try:
+            spec = f"{model['gen_ai.provider.name']}:{model['gen_ai.request.model']}"
+            cost = cost_usd(spec, input_tokens, output_tokens)
+        except ConfigurationError:  # a bad price table is reported where usage is shown
+            cost = 0.0
+        if cost:
+            opened.span.set_attribute("phasegraph.cost_usd", cost)
+        seconds = time.perf_counter() - opened.started
+        self._end(run_id, error)
+        metrics.model_call(self.protocol, model, input_tokens, output_tokens, cost, seconds)
+
+    # Tool calls
+
+    def on_tool_start(self, serialized: dict[str, Any] | None, input_str: str, *, run_id: UUID,
+                      parent_run_id: UUID | None = None, inputs: dict[str, Any] | None = None,
+                      **kwargs: Any) -> None:  # fmt: skip
+        """A tool call opens ``execute_tool <tool>``."""
+        name = str(kwargs.get("name") or (serialized or {}).get("name") or "tool")
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.type": "function",
+        }  # fmt: skip
+        call_id = kwargs.get("tool_call_id") or (kwargs.get("metadata") or {}).get("phasegraph_call_id")
+        if call_id:
+            attributes["gen_ai.tool.call.id"] = str(call_id)
+        if content.allowed():
+            shown = {k: v for k, v in (inputs or {}).items() if k != "context"} if inputs else input_str
+            attributes["gen_ai.tool.call.arguments"] = content.text(shown)
+        self._start(run_id, parent_run_id, f"execute_tool {name}", "tool", attributes)
+
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        """The tool call's span ends (its result on it when content is allowed)."""
+        opened = self._open.get(run_id)
+        if opened is not None and content.allowed():
+            opened.span.set_attribute(
+                "gen_ai.tool.call.result", content.text(getattr(output, "content", output))
+            )
+        self._end(run_id)
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """The tool call failed."""
+        self._end(run_id, error)
+
+    def note(self, run_id: UUID | None, event: EventBase) -> None:
+        """Put an event a node emitted on the span it ran in."""
+        if event.type in UNNOTED:  # type: ignore[attr-defined]
+            return
+        span = self.span_of(run_id)
+        if span.is_recording():
+            span.add_event(f"phasegraph.{event.type}", event_attributes(event))  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        """End every span still open (the run ended or paused in the middle of them)."""
+        for run_id in list(self._open):
+            self._end(run_id)
+        self._under.clear()
+
+
+def event_attributes(event: EventBase) -> dict[str, Any]:
+    """An event's fields as span attributes: scalars as they are, content only when allowed."""
+    attributes: dict[str, Any] = {}
+    for key, value in event.to_dict().items():
+        if key in ENVELOPE:
+            continue
+        if key in CONTENT or (isinstance(value, dict | list) and not _scalars(value)):
+            if content.allowed():
+                attributes[f"phasegraph.{key}"] = content.text(value)
+        elif isinstance(value, str | int | float | bool) or _scalars(value):
+            attributes[f"phasegraph.{key}"] = value
+    return attributes
+
+
+def _scalars(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def note(event: EventBase) -> None:
+    """Put an event on the span of the node emitting it (nothing outside a traced run)."""
+    found = _current()
+    if found is not None:
+        found[0].note(found[1], event)
+
+
+def current_span() -> Span:
+    """The span of the node running now (a non-recording span outside a traced run)."""
+    found = _current()
+    return found[0].span_of(found[1]) if found is not None else trace.INVALID_SPAN
+
+
+def _current() -> tuple[SpanHandler, UUID | None] | None:
+    try:
+        manager = get_config().get("callbacks")
+    except RuntimeError:  # not inside a graph run
+        return None
+    for handler in getattr(manager, "handlers", None) or ():
+        if isinstance(handler, SpanHandler):
+            return handler, getattr(manager, "parent_run_id", None)
+    return None
+
+
+def root_span() -> Span:
+    """The root span of the run going on now (a non-recording span outside a traced run)."""
+    found = _current()
+    return found[0].root if found is not None else trace.INVALID_SPAN

@@ -217,3 +217,16 @@ class ServerSettings(BaseSettings):
         """Every model spec a request may use (for one protocol, or for any when ``None``)."""
         defaults = {self.default_model(p) for p in ((protocol,) if protocol else PROTOCOL_IDS)}
         return {*defaults, *(m.strip() for m in self.allowed_models.split(",") if m.strip())}
+
+
+class LogSettings(BaseSettings):
+    """How log lines are written (env prefix ``PHASEGRAPH_``); apart, so a bad run setting still logs."""
+
+    model_config = SettingsConfigDict(env_prefix="PHASEGRAPH_", extra="ignore")
+
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="How the phasegraph command and server write log lines: text ('LEVEL logger: message') "
+        "or json (one JSON object a line: time, level, logger, message, exc_info for a traceback, and the "
+        "request_id, thread_id, project_id, protocol, trace_id and span_id of the run that logged it).",
+    )

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import copy
-import logging
+import sys
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -14,7 +13,7 @@ from rich.console import Console
 from phasegraph.graphs.registry import PROTOCOLS
 from phasegraph.nodes.errors import ConfigurationError, PhasegraphError
 from phasegraph.nodes.events import Event
-from phasegraph.nodes.redact import RedactingFilter, redact_logging
+from phasegraph.nodes.logs import configure_logging, dict_config
 from phasegraph.server.cli.approvals import Approvals, ApproveAllOption, parse_answer
 from phasegraph.server.cli.chat import chat_command
 from phasegraph.server.cli.dataset import dataset_app
@@ -146,13 +145,10 @@ def serve_command(
 
 
 def _log_config() -> dict[str, Any]:
-    """Uvicorn's logging, with our own loggers on its handler and secrets masked on every handler."""
+    """Uvicorn's logging in PHASEGRAPH_LOG_FORMAT, our own loggers on its handler, secrets masked on each."""
     from uvicorn.config import LOGGING_CONFIG
 
-    config = copy.deepcopy(LOGGING_CONFIG)
-    config["filters"] = {"redact": {"()": RedactingFilter}}
-    for handler in config["handlers"].values():
-        handler["filters"] = ["redact"]
+    config = dict_config(LOGGING_CONFIG)
     config["root"] = {"handlers": ["default"], "level": "WARNING"}
     # what each retention round removed
     config["loggers"]["phasegraph.server.storage.retention"] = {"level": "INFO"}
@@ -192,8 +188,11 @@ app.add_typer(config_app, name="config")
 
 def main() -> None:
     """Console-script entry point."""
-    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
-    redact_logging()
+    try:
+        configure_logging()
+    except PhasegraphError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     app()
 
 

@@ -11,8 +11,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
+from langchain_core.tracers.langchain import LangChainTracer
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer, Command, Durability
 
@@ -23,6 +25,7 @@ from phasegraph.nodes.errors import PhasegraphError, describe
 from phasegraph.nodes.events import ErrorEvent, Event, EventBase, Final, parse_event
 from phasegraph.nodes.logs import bind_run, unbind_run
 from phasegraph.nodes.redact import redactor
+from phasegraph.nodes.telemetry.langsmith import langsmith_tracer
 from phasegraph.nodes.trace import DEFAULT_TRACES, TraceEntry, TraceStore
 
 E = TypeVar("E", bound=EventBase)
@@ -138,18 +141,30 @@ async def stream_graph(
 
 
 def _traced(config: RunnableConfig | None, context: RunContext) -> RunnableConfig:
-    """``config`` with the run's span handler among its callbacks (the thread is the conversation)."""
+    """``config`` with the run's span handler among its callbacks (the thread is the conversation).
+
+    With LangSmith tracing on, the run's LangSmith tracer is one that masks secrets (LangChain adds
+    its own, which does not, only to callbacks that have none).
+    """
     config = config or {}
     thread = str(config.get("configurable", {}).get("thread_id", ""))
-    handler = context.run_trace(thread).handler
+    handlers: list[BaseCallbackHandler] = [context.run_trace(thread).handler]
     callbacks = config.get("callbacks")
+    if (tracer := langsmith_tracer()) is not None and not _has_langsmith(callbacks):
+        handlers.append(tracer)
     if callbacks is None:
-        return {**config, "callbacks": [handler]}
+        return {**config, "callbacks": handlers}
     if isinstance(callbacks, list):
-        return {**config, "callbacks": [*callbacks, handler] if handler not in callbacks else callbacks}
+        return {**config, "callbacks": [*callbacks, *(h for h in handlers if h not in callbacks)]}
     copied = callbacks.copy()  # a callback manager
-    copied.add_handler(handler, inherit=True)
+    for handler in handlers:
+        copied.add_handler(handler, inherit=True)
     return {**config, "callbacks": copied}
+
+
+def _has_langsmith(callbacks: Any) -> bool:
+    handlers = callbacks if isinstance(callbacks, list) else getattr(callbacks, "handlers", None) or []
+    return any(isinstance(h, LangChainTracer) for h in handlers)
 
 
 async def stream_run(

@@ -12,6 +12,7 @@ span (refusals, budget stops, approvals, validation errors...).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -39,6 +40,10 @@ CONTENT = frozenset({"args", "params", "answer", "message", "decision", "steps",
                      "output", "problems", "query", "text", "details"})  # fmt: skip
 
 
+class _RunFailed(Exception):
+    """The run failed while the span was open (its error event says why)."""
+
+
 @dataclass
 class _Opened:
     """A span the handler opened: its kind (node, chat, tool), start and first attributes."""
@@ -54,8 +59,8 @@ class SpanHandler(BaseCallbackHandler):
 
     run_inline = True  # called in the event loop, in order: no thread hop per callback
 
-    def __init__(self, root: Span, protocol: str) -> None:
-        self.root, self.protocol = root, protocol
+    def __init__(self, root: Span, protocol: str, settle: Callable[[EventBase], None]) -> None:
+        self.root, self.protocol, self._settle = root, protocol, settle
         self._open: dict[UUID, _Opened] = {}
         self._under: dict[UUID, Span] = {}  # a run that is no span -> the span it nests under
 
@@ -225,17 +230,19 @@ class SpanHandler(BaseCallbackHandler):
         self._end(run_id, error)
 
     def note(self, run_id: UUID | None, event: EventBase) -> None:
-        """Put an event a node emitted on the span it ran in."""
+        """Put an event a node emitted on the span it ran in (a final or error also settles the run)."""
         if event.type in UNNOTED:  # type: ignore[attr-defined]
             return
+        if event.type in ("final", "error"):  # type: ignore[attr-defined]
+            self._settle(event)
         span = self.span_of(run_id)
         if span.is_recording():
             span.add_event(f"phasegraph.{event.type}", event_attributes(event))  # type: ignore[attr-defined]
 
-    def close(self) -> None:
-        """End every span still open (the run ended or paused in the middle of them)."""
+    def close(self, error: str | None = None) -> None:
+        """End every span still open (the run paused, or failed with ``error``, in the middle of them)."""
         for run_id in list(self._open):
-            self._end(run_id)
+            self._end(run_id, _RunFailed(error) if error is not None else None)
         self._under.clear()
 
 

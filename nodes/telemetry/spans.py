@@ -16,7 +16,7 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
-from phasegraph.nodes.events import ErrorEvent, Event, Final
+from phasegraph.nodes.events import ErrorEvent, Event, EventBase, Final
 from phasegraph.nodes.telemetry import metrics
 from phasegraph.nodes.telemetry.handler import SpanHandler, event_attributes
 from phasegraph.nodes.telemetry.setup import tracer
@@ -49,8 +49,9 @@ class RunTrace:
             f"invoke_agent {protocol}", kind=SpanKind.INTERNAL, attributes=attributes,
             links=[Link(first, {"phasegraph.link": "first_run"})] if first is not None else None,
         )  # fmt: skip
-        self.handler = SpanHandler(self.root, protocol)
+        self.handler = SpanHandler(self.root, protocol, self.settle)
         self._closed = False
+        self._error = ""
         metrics.instruments().runs_started.add(1, {"phasegraph.protocol": protocol,
                                                    "phasegraph.resumed": self.resumed})  # fmt: skip
 
@@ -68,12 +69,23 @@ class RunTrace:
         return trace.format_trace_id(context.trace_id) if context.is_valid else ""
 
     def observe(self, event: Event) -> None:
-        """Count what the event says, and take the run's outcome from its final or error."""
+        """Count what an event of the run's stream says (and settle the run by its final or error)."""
         metrics.observe(event)
+        if isinstance(event, Final | ErrorEvent) and self.outcome is None:
+            self.settle(event)
+
+    def settle(self, event: EventBase) -> None:
+        """Take the run's outcome from its final or error, as a node emits it.
+
+        A failing node ends the run's root at once (``reports_errors`` closes the Context), before
+        the stream delivers the error, so the node's own emit settles it.
+        """
+        if self._closed or self.outcome is not None:
+            return
         if isinstance(event, Final):
             self.outcome = "completed"
         elif isinstance(event, ErrorEvent):
-            self.outcome = "failed"
+            self.outcome, self._error = "failed", f"{event.kind}: {event.message}"[:200]
             if self.root.is_recording():
                 self.root.add_event("phasegraph.error", event_attributes(event))
                 self.root.set_status(Status(StatusCode.ERROR, event.message[:200]))
@@ -85,7 +97,7 @@ class RunTrace:
             return
         self._closed = True
         ended = self.outcome or outcome or "paused"
-        self.handler.close()
+        self.handler.close(self._error if ended == "failed" else None)
         self.root.set_attribute("phasegraph.outcome", ended)
         self.root.end()
         attributes = {"phasegraph.protocol": self.protocol, "phasegraph.outcome": ended}

@@ -1,0 +1,184 @@
+"""Spans and metrics of any protocol's run, read back with the SDK's in-memory exporter and reader.
+
+The end-to-end export (OTLP to a receiver, every protocol, through the server) is tests/test_otlp_export.py;
+these check what the span handler and the run's root do in the cases a run can end in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from phasegraph.graphs.registry import get_protocol
+from phasegraph.graphs.run import run, stream_graph
+from phasegraph.nodes import telemetry
+from phasegraph.nodes.redact import redactor
+from phasegraph.nodes.settings import provider_settings, run_settings
+from phasegraph.nodes.triggered_phase.context import TriggeredPhaseContext
+from tests.graphs.test_failures import ProviderDown
+from tests.helpers import turn, write_script
+
+SECRET = "sk-telemetry-secret-0123456789"
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    telemetry.use_exporter(exporter)
+    yield exporter
+    telemetry.use_exporter(None)
+
+
+@pytest.fixture
+def reader() -> Iterator[InMemoryMetricReader]:
+    reader = InMemoryMetricReader()
+    telemetry.use_metric_reader(reader)
+    yield reader
+    telemetry.use_metric_reader()
+
+
+def _one(finished: tuple[ReadableSpan, ...], name: str) -> ReadableSpan:
+    (span,) = [s for s in finished if s.name == name]
+    return span
+
+
+def _points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
+    data = reader.get_metrics_data()
+    points: dict[str, list[Any]] = {}
+    for resource in data.resource_metrics if data else ():
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                points.setdefault(metric.name, []).extend(metric.data.data_points)
+    return points
+
+
+def _sum(points: list[Any], **attributes: Any) -> float:
+    return sum(p.value for p in points if all(p.attributes.get(k) == v for k, v in attributes.items()))
+
+
+async def test_a_run_is_a_root_with_node_model_and_tool_spans_and_its_events_on_them(
+    spans, reader, workspace
+):
+    result = await run("triggered_phase", "Summarise the roadmap", workspace=str(workspace), thread_id="c-1")
+    assert result.final is not None
+    finished = spans.get_finished_spans()
+    root = _one(finished, "invoke_agent triggered_phase")
+    attributes = root.attributes or {}
+    assert root.parent is None and attributes["phasegraph.outcome"] == "completed"
+    assert attributes["gen_ai.conversation.id"] == "c-1"
+    assert attributes["phasegraph.request_id"] == result.final.request_id
+    nodes = [s for s in finished if s.parent is not None and s.parent.span_id == root.context.span_id]
+    assert {s.name for s in nodes} <= set(get_protocol("triggered_phase").node_names())
+    assert [s.name for s in sorted(nodes, key=lambda s: s.start_time or 0)][:3] == [
+        "start_turn", "action_phase", "tool_phase",
+    ]  # fmt: skip
+    by_id = {s.context.span_id: s for s in finished}
+    chats = [s for s in finished if s.name.startswith("chat ")]
+    assert chats and all(s.kind == SpanKind.CLIENT for s in chats)
+    assert all(by_id[s.parent.span_id].name == "action_phase" for s in chats if s.parent is not None)
+    assert any((s.attributes or {}).get("gen_ai.usage.input_tokens", 0) > 0 for s in chats)
+    assert any((s.attributes or {}).get("phasegraph.stream_cut") for s in chats)  # read up to a tool call
+    assert all(s.status.status_code != StatusCode.ERROR for s in chats)  # a cut stream is no failure
+    tools = [s for s in finished if s.name.startswith("execute_tool ")]
+    calls = [e for e in result.events if e.type == "tool_call"]
+    assert [(s.attributes or {})["gen_ai.tool.call.id"] for s in tools] == [e.call_id for e in calls]
+    refusal = _one(finished, "refuse_duplicate")
+    assert [e.name for e in refusal.events] == ["phasegraph.duplicate_tool_call"]
+    assert "phasegraph.args" not in (refusal.events[0].attributes or {})  # content is off by default
+
+    points = _points(reader)
+    assert _sum(points["phasegraph.runs.started"], **{"phasegraph.protocol": "triggered_phase"}) == 1
+    assert _sum(points["phasegraph.runs.ended"], **{"phasegraph.outcome": "completed"}) == 1
+    assert _sum(points["phasegraph.tool.calls"], **{"phasegraph.status": "ok"}) == len(calls)
+    assert _sum(points["phasegraph.tool.duplicates_refused"]) == 1
+    tokens = {p.attributes["gen_ai.token.type"]: p.sum for p in points["gen_ai.client.token.usage"]}
+    final_usage = [s for s in chats if (s.attributes or {}).get("gen_ai.usage.input_tokens")]
+    assert tokens["input"] == sum((s.attributes or {})["gen_ai.usage.input_tokens"] for s in final_usage)
+    assert _sum(points["phasegraph.model.cost"]) > 0
+
+
+async def test_a_paused_run_ends_its_root_as_paused_and_its_resumption_links_to_it(spans, reader, workspace):
+    spec = get_protocol("triggered_phase")
+    graph = spec.compile(InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "t-pause"}}
+    first = TriggeredPhaseContext(workspace=str(workspace))
+    inputs = {"messages": [HumanMessage("Summarise the roadmap")]}
+    stops = {"interrupt_before": ["tool_phase"]}
+    events = [e async for e in stream_graph(spec, graph, inputs, first, config, interrupts=stops)]
+    assert events[-1].type != "final"
+    traceparent = first.run_trace().traceparent
+    await first.aclose()
+    root = _one(spans.get_finished_spans(), "invoke_agent triggered_phase")
+    assert (root.attributes or {})["phasegraph.outcome"] == "paused"
+    assert traceparent.split("-")[1] == f"{root.context.trace_id:032x}"
+
+    spans.clear()
+    again = TriggeredPhaseContext(
+        workspace=str(workspace), request_id=first.request_id, trace_parent=traceparent
+    )
+    rest = [e async for e in stream_graph(spec, graph, None, again, config, seq_start=events[-1].seq)]
+    await again.aclose()
+    assert rest[-1].type == "final"
+    resumed = _one(spans.get_finished_spans(), "invoke_agent triggered_phase")
+    assert resumed.context.trace_id != root.context.trace_id
+    assert [(link.context.trace_id, link.context.span_id) for link in resumed.links] == [
+        (root.context.trace_id, root.context.span_id)
+    ]
+    attributes = resumed.attributes or {}
+    assert attributes["phasegraph.resumed"] is True and attributes["phasegraph.outcome"] == "completed"
+    started = _points(reader)["phasegraph.runs.started"]
+    assert (
+        _sum(started, **{"phasegraph.resumed": False}) == 1
+        and _sum(started, **{"phasegraph.resumed": True}) == 1
+    )
+
+
+async def test_a_failed_run_marks_its_root_and_the_failing_model_call(spans, reader, tmp_path, workspace):
+    result = await run("triggered_phase", "Summarise", workspace=str(workspace), chat_model=ProviderDown())
+    assert result.error is not None
+    root = _one(spans.get_finished_spans(), "invoke_agent triggered_phase")
+    assert root.status.status_code == StatusCode.ERROR
+    assert (root.attributes or {})["phasegraph.outcome"] == "failed"
+    assert [e.name for e in root.events] == ["phasegraph.error"]
+    failed = [s for s in spans.get_finished_spans() if s.status.status_code == StatusCode.ERROR]
+    assert {s.name for s in failed} >= {"invoke_agent triggered_phase", "action_phase"}
+    assert _sum(_points(reader)["phasegraph.runs.ended"], **{"phasegraph.outcome": "failed"}) == 1
+
+
+async def test_content_reaches_spans_only_when_allowed_and_masked_of_secrets(
+    spans, monkeypatch, tmp_path, workspace
+):
+    (workspace / "docs" / "secret.md").write_text(f"the key is {SECRET}\n", encoding="utf-8")
+    script = write_script(tmp_path, turn("", ("read_file", {"path": "docs/secret.md"})), turn("Done."))
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    for cache in (run_settings, provider_settings, redactor):
+        cache.cache_clear()
+    try:
+        await run("triggered_phase", "Read it", workspace=str(workspace), model=script)
+        without = spans.get_finished_spans()
+        spans.clear()
+        monkeypatch.setenv("PHASEGRAPH_OTEL_CAPTURE_CONTENT", "true")
+        run_settings.cache_clear()
+        await run("triggered_phase", "Read it", workspace=str(workspace), model=script)
+        with_content = spans.get_finished_spans()
+    finally:
+        for cache in (run_settings, provider_settings, redactor):
+            cache.cache_clear()
+    tool = _one(without, "execute_tool read_file")
+    assert "gen_ai.tool.call.result" not in (tool.attributes or {})
+    assert not any("gen_ai.input.messages" in (s.attributes or {}) for s in without)
+    tool = _one(with_content, "execute_tool read_file")
+    result = str((tool.attributes or {})["gen_ai.tool.call.result"])
+    assert "the key is" in result and SECRET not in result
+    assert '"path": "docs/secret.md"' in str((tool.attributes or {})["gen_ai.tool.call.arguments"])
+    chats = [s for s in with_content if s.name.startswith("chat ")]
+    assert any("Read it" in str((s.attributes or {}).get("gen_ai.input.messages")) for s in chats)
+    assert not any(SECRET in str(s.attributes) + str([e.attributes for e in s.events]) for s in with_content)

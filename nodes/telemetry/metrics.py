@@ -68,7 +68,7 @@ class Instruments:
                 "Tokens per model call, by type.",
                 explicit_bucket_boundaries_advisory=TOKENS,
             ),
-            cost=m.create_counter("phasegraph.model.cost", "USD", "What model calls cost (the price table)."),
+            cost=m.create_counter("phasegraph.model.cost", "usd", "What model calls cost (the price table)."),
             model_duration=seconds("gen_ai.client.operation.duration", "Time a model call took."),
             streams=m.create_up_down_counter(
                 "phasegraph.streams.active", "{stream}", "Event streams open to clients."

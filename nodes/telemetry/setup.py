@@ -15,7 +15,7 @@ from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.metrics import Meter
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
-from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
@@ -29,7 +29,8 @@ from prometheus_client import CollectorRegistry
 from phasegraph.nodes.settings import run_settings
 
 SCOPE = "phasegraph"
-RESOURCE = Resource.create({"service.name": SCOPE})
+#: ``service.name`` is phasegraph unless ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` say otherwise.
+RESOURCE = Resource.create({"service.name": SCOPE}).merge(OTELResourceDetector().detect())
 _provider: TracerProvider | None = None
 _configured = False
 _meters: MeterProvider | None = None

@@ -6,12 +6,15 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from opentelemetry.trace import Status, StatusCode
+
 from phasegraph.nodes.approval import Verdict, ask, needs_approval
 from phasegraph.nodes.context import RunContext
 from phasegraph.nodes.emit import Emitter
 from phasegraph.nodes.events import ToolCall, ToolResultEvent
 from phasegraph.nodes.finished_calls import FinishedCalls
 from phasegraph.nodes.redact import redactor
+from phasegraph.nodes.telemetry import content, tool_span
 from phasegraph.tools import ToolRegistry, ToolResult, ToolRunner
 from phasegraph.tools.sources import policy_of
 
@@ -103,8 +106,13 @@ async def _run(
     name, args = call["name"], call["args"]
     if refusal is not None:
         result = ToolResult(status="error", error=refusal)
-    elif invoke is not None:
-        result = await invoke()
+    elif invoke is not None:  # a call the protocol runs itself: its span is made here
+        with tool_span(name, str(call["id"] or ""), args) as span:
+            result = await invoke()
+            if result.status == "error":
+                span.set_status(Status(StatusCode.ERROR, (result.error or "")[:200]))
+            if content.allowed():
+                span.set_attribute("gen_ai.tool.call.result", content.text(result.as_text()))
     else:
         result = await ToolRunner(registry, context.tool_context()).run(name, args, call_id=call["id"])
     return redactor().model(result)  # a tool echoing a configured secret: neither model nor store sees it

@@ -6,7 +6,7 @@ beneath it; ``metrics`` holds the instruments; ``content`` decides what text a s
 """
 
 from phasegraph.nodes.telemetry.content import prompt_attributes
-from phasegraph.nodes.telemetry.handler import SpanHandler, current_span, note, root_span
+from phasegraph.nodes.telemetry.handler import SpanHandler, current_span, note, root_span, tool_span
 from phasegraph.nodes.telemetry.setup import (
     force_flush,
     meter,
@@ -27,6 +27,7 @@ __all__ = [
     "prometheus_registry",
     "prompt_attributes",
     "root_span",
+    "tool_span",
     "tracer",
     "use_exporter",
     "use_metric_reader",

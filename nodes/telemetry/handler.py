@@ -12,7 +12,8 @@ span (refusals, budget stops, approvals, validation errors...).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -269,6 +270,32 @@ def note(event: EventBase) -> None:
     found = _current()
     if found is not None:
         found[0].note(found[1], event)
+
+
+@contextmanager
+def tool_span(name: str, call_id: str, args: dict[str, Any]) -> Iterator[Span]:
+    """An ``execute_tool`` span for a call a protocol runs itself (not as a LangChain tool).
+
+    The caller sets an error status on the yielded span when the call failed.
+    """
+    found = _current()
+    if found is None:
+        yield trace.INVALID_SPAN
+        return
+    handler, parent = found
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.type": "function",
+    }  # fmt: skip
+    if call_id:
+        attributes["gen_ai.tool.call.id"] = call_id
+    if content.allowed():
+        attributes["gen_ai.tool.call.arguments"] = content.text(args)
+    context = trace.set_span_in_context(handler.span_of(parent))
+    span = tracer().start_span(f"execute_tool {name}", context=context, attributes=attributes)
+    try:
+        yield span
+    finally:
+        span.end()
 
 
 def current_span() -> Span:

@@ -182,3 +182,17 @@ async def test_content_reaches_spans_only_when_allowed_and_masked_of_secrets(
     chats = [s for s in with_content if s.name.startswith("chat ")]
     assert any("Read it" in str((s.attributes or {}).get("gen_ai.input.messages")) for s in chats)
     assert not any(SECRET in str(s.attributes) + str([e.attributes for e in s.events]) for s in with_content)
+
+
+async def test_calls_a_protocol_runs_itself_are_tool_spans_too(spans, workspace):
+    result = await run("xml_contract", "Summarise the roadmap", workspace=str(workspace))
+    assert result.final is not None
+    finished = spans.get_finished_spans()
+    by_id = {s.context.span_id: s for s in finished}
+    tools = sorted(
+        (s for s in finished if s.name.startswith("execute_tool ")), key=lambda s: s.start_time or 0
+    )
+    calls = [e for e in result.events if e.type == "tool_call"]
+    assert [s.name for s in tools] == [f"execute_tool {e.name}" for e in calls]
+    assert {(s.attributes or {})["gen_ai.tool.call.id"] for s in tools} == {e.call_id for e in calls}
+    assert {by_id[s.parent.span_id].name for s in tools if s.parent is not None} == {"execute_blocks"}

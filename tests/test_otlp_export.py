@@ -57,21 +57,6 @@ CONTENT_ATTRIBUTES = frozenset(
 #: Events the server itself writes (not a node): they are no span events.
 SERVER_EVENTS = frozenset({"paused", "resumed", "cancelled"})
 
-# Defects of the core this file found; each test below fails until they are fixed (strict xfail).
-XML_TOOLS_ARE_NO_SPANS = "xml_contract runs its tools on MCP sessions directly: no execute_tool spans"
-STREAMED_ANSWER_ROLE = (
-    "content.messages maps a message's type to a role, and a streamed answer's type is 'AIMessageChunk': "
-    "gen_ai.output.messages says role 'AIMessageChunk', not 'assistant'"
-)
-
-
-def per_protocol(**defects: str) -> list[Any]:
-    """Every protocol as a parameter, those named marked with the core defect that fails them."""
-    return [
-        pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=defects[p])) if p in defects else p
-        for p in PROTOCOLS
-    ]
-
 
 @dataclass
 class Run:
@@ -241,7 +226,7 @@ def _demo_model_calls(protocol: str) -> int:
     return len(json.loads(Path(script).read_text(encoding="utf-8"))["turns"])
 
 
-@pytest.mark.parametrize("protocol", per_protocol())
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_each_run_is_one_root_span_naming_its_request_and_outcome(served: Exported, protocol: str) -> None:
     run = served.runs[protocol]
     assert run.events[-1].type == "final"
@@ -259,7 +244,7 @@ def test_each_run_is_one_root_span_naming_its_request_and_outcome(served: Export
         assert attributes["gen_ai.agent.name"] == protocol
     assert attributes["phasegraph.request_id"] == run.request_id
     assert attributes["phasegraph.protocol"] == protocol
-    assert run.request_id in attributes["gen_ai.conversation.id"]  # the request is its own thread
+    assert attributes["gen_ai.conversation.id"] == run.request_id  # the request is its own thread
     assert attributes["phasegraph.outcome"] == "completed"
     assert attributes["phasegraph.resumed"] is False and root.links == []
     assert root.status != "ERROR"
@@ -269,7 +254,7 @@ def test_each_run_is_one_root_span_naming_its_request_and_outcome(served: Export
         assert root.start_ns <= span.start_ns <= span.end_ns <= root.end_ns, span.name
 
 
-@pytest.mark.parametrize("protocol", per_protocol())
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_the_roots_children_are_the_nodes_of_the_protocols_graph(served: Exported, protocol: str) -> None:
     root = served.root(served.runs[protocol].request_id)
     spans = served.trace(root)
@@ -293,7 +278,7 @@ def test_the_roots_children_are_the_nodes_of_the_protocols_graph(served: Exporte
     assert all(s.parent_span_id in known for s in spans if s is not root)
 
 
-@pytest.mark.parametrize("protocol", per_protocol())
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_model_calls_are_client_spans_under_nodes_with_token_usage(served: Exported, protocol: str) -> None:
     spans = served.trace(served.root(served.runs[protocol].request_id))
     by_id = {s.span_id: s for s in spans}
@@ -312,7 +297,7 @@ def test_model_calls_are_client_spans_under_nodes_with_token_usage(served: Expor
     )
 
 
-@pytest.mark.parametrize("protocol", per_protocol(xml_contract=XML_TOOLS_ARE_NO_SPANS))
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_tool_calls_are_spans_under_nodes_matching_the_runs_tool_results(
     served: Exported, protocol: str
 ) -> None:
@@ -332,7 +317,7 @@ def test_tool_calls_are_spans_under_nodes_matching_the_runs_tool_results(
     assert called == sorted((r.name, r.call_id) for r in results)
 
 
-@pytest.mark.parametrize("protocol", per_protocol())
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_the_events_nodes_emit_are_events_of_their_node_spans(served: Exported, protocol: str) -> None:
     run = served.runs[protocol]
     spans = served.trace(served.root(run.request_id))
@@ -421,7 +406,6 @@ def test_captured_content_is_on_spans_with_secrets_masked(captured: Exported) ->
     assert set(captured.receiver.requests()) == {("/v1/traces", "application/x-protobuf", "gzip")}
 
 
-@pytest.mark.xfail(strict=True, reason=STREAMED_ANSWER_ROLE)
 def test_captured_model_answers_have_the_assistant_role(captured: Exported) -> None:
     spans = captured.trace(captured.root("otlp-captured"))
     answers = [json.loads(s.attributes["gen_ai.output.messages"]) for s in spans
@@ -474,7 +458,7 @@ def test_run_and_model_metrics_arrive_over_otlp(served: Exported) -> None:
     assert all(p.attributes["gen_ai.request.model"] for p in tokens)
 
 
-@pytest.mark.parametrize("protocol", per_protocol())
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_runs_ended_counts_each_demo_as_completed(served: Exported, protocol: str) -> None:
     receiver = served.receiver
     ended = {(p.attributes["phasegraph.protocol"], p.attributes["phasegraph.outcome"]): p.value

@@ -87,4 +87,6 @@ def trace_network(state: AgentNetworkState) -> None:
     name = state["network"]["name"]
     root = root_span()
     root.update_name(f"invoke_workflow {name}")
-    root.set_attributes({"gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": name})
+    root.set_attributes(
+        {"gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": name, "gen_ai.agent.name": name}
+    )

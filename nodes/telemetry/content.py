@@ -39,11 +39,10 @@ def prompt_attributes(prompt: str) -> dict[str, Any]:
 
 def messages(items: list[Any]) -> list[dict[str, Any]]:
     """LangChain messages as the GenAI conventions' ``{role, content}`` records."""
-    roles = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
-    return [
-        {
-            "role": roles.get(getattr(m, "type", ""), getattr(m, "type", "")),
-            "content": getattr(m, "content", m),
-        }
-        for m in items
-    ]
+    return [{"role": _role(m), "content": getattr(m, "content", m)} for m in items]
+
+
+def _role(message: Any) -> str:
+    """user, assistant, system or tool (a streamed answer's chunk is the assistant's too)."""
+    kind = str(getattr(message, "type", "")).removesuffix("Chunk").removesuffix("Message").lower()
+    return {"human": "user", "ai": "assistant"}.get(kind, kind)

@@ -104,6 +104,7 @@ class Driver:
         engine, key = self.engine, record.request_key
         try:
             context = given or served.context(record)
+            context.run_trace(record.thread_id)  # the conversation as the client names it
             run.queued = record.last_seq
             stopped: str | None = None
             try:

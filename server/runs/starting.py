@@ -68,7 +68,7 @@ class Starter:
         record.options = options or {}
         context = served.context(record)  # a bad model spec fails here, before anything is stored
         # The run's root span begins as it is accepted; a resumed run, anywhere, links to it.
-        record.settings["trace_parent"] = context.run_trace(record.thread_key).traceparent
+        record.settings["trace_parent"] = context.run_trace(record.thread_id).traceparent
         try:
             await engine.store.create(record)
         except BaseException:

@@ -267,6 +267,8 @@ def _scalars(value: Any) -> bool:
 
 def note(event: EventBase) -> None:
     """Put an event on the span of the node emitting it (nothing outside a traced run)."""
+    if event.type in UNNOTED:  # type: ignore[attr-defined]  # model text: many, and never noted
+        return
     found = _current()
     if found is not None:
         found[0].note(found[1], event)

@@ -1,8 +1,8 @@
 """The FastAPI app: what opens and closes with it, and the routers it is made of.
 
 Each surface is one router module in ``server/http`` (native streams, requests, checkpoints,
-networks, planner, AG-UI, the LangGraph Server API, the page); runs go through the one run manager
-(``server/runs``); everything kept lives in the database (``server/storage``).
+networks, planner, AG-UI, the LangGraph Server API, metrics, the page); runs go through the one run
+manager (``server/runs``); everything kept lives in the database (``server/storage``).
 """
 
 from collections.abc import AsyncIterator
@@ -23,6 +23,7 @@ from phasegraph.server.http.bodies import PROJECT_PARAM
 from phasegraph.server.http.checkpoints import checkpoint_routes
 from phasegraph.server.http.errors import install_error_handlers
 from phasegraph.server.http.langgraph_api import langgraph_routes
+from phasegraph.server.http.metrics import CountStreams, metrics_routes
 from phasegraph.server.http.networks import network_routes
 from phasegraph.server.http.page import STATIC, page_routes
 from phasegraph.server.http.planner import planner_routes
@@ -65,9 +66,11 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     install_error_handlers(app)
     for router in (
         stream_routes(caller), request_routes(caller), checkpoint_routes(caller), network_routes(caller),
-        planner_routes(caller), ag_ui_routes(caller), langgraph_routes(caller), page_routes(),
+        planner_routes(caller), ag_ui_routes(caller), langgraph_routes(caller), metrics_routes(tokens),
+        page_routes(),
     ):  # fmt: skip
         app.include_router(router)
+    app.add_middleware(CountStreams)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from phasegraph.nodes.errors import PhasegraphError
 from phasegraph.nodes.events import Event
+from phasegraph.nodes.telemetry.metrics import instruments
 from phasegraph.nodes.trace import TraceEntry
 from phasegraph.server.runs.live import LiveHub
 from phasegraph.server.storage.records import Status
@@ -156,7 +157,14 @@ class EventLog:
                 self._room.set()
 
     async def _commit(self, batch: list[_Pending]) -> None:
-        refused = await self.store.write_batch([p.append for p in batch], self.owner)
+        started, failure = time.perf_counter(), dict[str, str]()
+        try:
+            refused = await self.store.write_batch([p.append for p in batch], self.owner)
+        except Exception as exc:
+            failure = {"error.type": type(exc).__name__}
+            raise
+        finally:  # every write is timed, one that failed too (marked with its error)
+            instruments().log_writes.record(time.perf_counter() - started, failure)
         for pending in batch:
             key = pending.append.request_key
             if key in refused:

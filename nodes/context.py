@@ -226,11 +226,14 @@ class RunContext:
         """The tools a run has when it is given no registry (the protocol's own, or the workspace's)."""
         return default_registry()
 
-    def run_trace(self, conversation: str = "") -> RunTrace:
-        """The root span and span handler of the run (begun at the first call)."""
+    def run_trace(self, conversation: str = "", *, resumed: bool | None = None) -> RunTrace:
+        """The root span and span handler of the run (begun at the first call).
+
+        ``resumed``: the run goes on from an earlier one's checkpoint (by default: it has a ``trace_parent``).
+        """
         if self._trace is None:
             self._trace = RunTrace(self.PROTOCOL, self.request_id, self.project_id, conversation,
-                                   link=self.trace_parent)  # fmt: skip
+                                   link=self.trace_parent, resumed=resumed)  # fmt: skip
         return self._trace
 
     async def aclose(self, outcome: str | None = None) -> None:

@@ -28,13 +28,15 @@ class RunTrace:
     """The root span of one run (one attempt of a request), its outcome and its span handler."""
 
     def __init__(
-        self, protocol: str, request_id: str, project_id: str, conversation: str = "", link: str = ""
-    ) -> None:
+        self, protocol: str, request_id: str, project_id: str, conversation: str = "", link: str = "",
+        resumed: bool | None = None,
+    ) -> None:  # fmt: skip
+        """Begin the run's root; ``link``: the first run's traceparent (``resumed`` by default with one)."""
         self.protocol = protocol
         self.outcome: str | None = None
         self.started = time.perf_counter()
         first = _span_context(link) if link else None
-        self.resumed = first is not None
+        self.resumed = resumed if resumed is not None else first is not None
         attributes: dict[str, AttributeValue] = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": protocol,

@@ -104,7 +104,9 @@ class Driver:
         engine, key = self.engine, record.request_key
         try:
             context = given or served.context(record)
-            context.run_trace(record.thread_id)  # the conversation as the client names it
+            # the conversation as the client names it; a run launched without a Context goes on from a
+            # checkpoint (a resume, a takeover, a fork)
+            context.run_trace(record.thread_id, resumed=given is None)
             run.queued = record.last_seq
             stopped: str | None = None
             try:

@@ -30,6 +30,8 @@ from phasegraph.nodes.trace import DEFAULT_TRACES, TraceEntry, TraceStore
 
 E = TypeVar("E", bound=EventBase)
 logger = logging.getLogger(__name__)
+#: ``stream_graph``'s marker: the run's log ids are not bound at the moment.
+_NOTHING_BOUND: Any = object()
 
 
 @dataclass
@@ -127,7 +129,11 @@ async def stream_graph(
                 event = stamper.parse(custom[EVENT_KEY])
                 reported = isinstance(event, ErrorEvent)
                 run_trace.observe(event)
-                yield event
+                unbind_run(bound)  # the caller's own lines between events are not the run's
+                try:
+                    yield event
+                finally:
+                    bound = bind_run(context, spec.id, config)
     except Exception as exc:  # every failure reaches the client as one error event
         if not isinstance(exc, PhasegraphError):
             logger.exception("request %s (%s) failed", context.request_id, spec.id)
@@ -135,9 +141,12 @@ async def stream_graph(
             kind, message = describe(exc)
             event = stamper.make(ErrorEvent, kind=kind, message=message)
             run_trace.observe(event)
+            unbind_run(bound)
+            bound = _NOTHING_BOUND
             yield event
     finally:
-        unbind_run(bound)
+        if bound is not _NOTHING_BOUND:
+            unbind_run(bound)
 
 
 def _traced(config: RunnableConfig | None, context: RunContext) -> RunnableConfig:

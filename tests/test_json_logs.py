@@ -152,6 +152,20 @@ def test_a_cli_run_logs_json_lines_with_its_ids(tmp_path: Path):
     assert "trace_id" not in failed  # spans are not recorded (no exporter): no trace to point at
 
 
+def test_console_spans_go_to_standard_error_a_span_a_line(tmp_path: Path):
+    with fake_openai(error(401, REFUSED)) as provider:
+        ran = _run_cli(_env(provider.url, tmp_path, PHASEGRAPH_OTEL_EXPORTER="console"), tmp_path)
+    assert ran.returncode == 1, ran.stderr
+    events = [json.loads(line) for line in ran.stdout.splitlines()]  # stdout: the run's events only
+    assert events and events[-1]["type"] == "error"
+    spans = [json.loads(line) for line in ran.stderr.splitlines() if line.startswith("{")]
+    roots = [span for span in spans if span["parent_id"] is None]
+    assert [root["name"] for root in roots] == ["invoke_agent triggered_phase"]
+    assert roots[0]["attributes"]["phasegraph.request_id"] == events[0]["requestId"]
+    assert {"start_turn", "action_phase", "chat gpt-4o-mini"} <= {span["name"] for span in spans}
+    assert PROVIDER_KEY not in ran.stderr + ran.stdout
+
+
 def test_text_stays_the_default_format(tmp_path: Path):
     with fake_openai(error(401, REFUSED)) as provider:
         ran = _run_cli(_env(provider.url, tmp_path), tmp_path)

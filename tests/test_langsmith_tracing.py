@@ -39,9 +39,13 @@ Run = dict[str, Any]
 
 
 def _traced_cli(
-    tmp_path: Path, receiver: LangSmithReceiver, *args: str, secrets: dict[str, str] = SECRETS
+    tmp_path: Path,
+    receiver: LangSmithReceiver,
+    *args: str,
+    secrets: dict[str, str] = SECRETS,
+    model: str = "scripted:demo",
 ) -> subprocess.CompletedProcess[str]:
-    """``phasegraph run ARGS --json --model scripted:demo`` traced to ``receiver``; OpenTelemetry off."""
+    """``phasegraph run ARGS --json --model MODEL`` traced to ``receiver``; OpenTelemetry off."""
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_"))}
     env = {
         **inherited,
@@ -53,7 +57,7 @@ def _traced_cli(
         "PHASEGRAPH_OTEL_EXPORTER": "none",
     }
     return subprocess.run(
-        [PHASEGRAPH, "run", *args, "--json", "--model", "scripted:demo"],
+        [PHASEGRAPH, "run", *args, "--json", "--model", model],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT,
     )  # fmt: skip
 
@@ -182,4 +186,22 @@ def test_a_secret_a_tool_reads_is_masked_before_it_reaches_langsmith(tmp_path: P
     events = _events(ran)
     assert PROVIDER_KEY not in ran.stdout and any("[REDACTED]" in json.dumps(e) for e in events)
     assert [t["name"] for t in _in_order(receiver.snapshot(), "tool")] == ["list_files", "read_file"]
+    _no_secret_sent(receiver, SECRETS)
+
+
+def test_a_secret_in_a_failed_tool_call_is_masked_in_the_error_langsmith_gets(
+    tmp_path: Path, workspace: Path
+):
+    script = tmp_path / "script.json"
+    path = f"docs/{PROVIDER_KEY}.md"  # no such file: the tool's error names it
+    script.write_text(json.dumps({"turns": [
+        {"content": "", "tool_calls": [{"name": "read_file", "args": {"path": path}}]},
+        {"content": "No such file.", "tool_calls": []},
+    ]}), encoding="utf-8")  # fmt: skip
+    with langsmith_receiver("batch") as receiver:
+        ran = _traced_cli(tmp_path, receiver, "triggered_phase", "Read it", "--workspace", str(workspace),
+                          model=f"scripted:{script}")  # fmt: skip
+    _events(ran)
+    [tool] = _in_order(receiver.snapshot(), "tool")
+    assert "is not a file" in str(tool.get("error")) and "[REDACTED]" in str(tool.get("error"))
     _no_secret_sent(receiver, SECRETS)

@@ -36,7 +36,7 @@ from phasegraph.nodes.events import Event, Paused, ToolResultEvent
 from phasegraph.nodes.models import DEMO_WORKSPACE
 from phasegraph.nodes.redact import redactor
 from phasegraph.nodes.settings import provider_settings, run_settings
-from phasegraph.nodes.telemetry.handler import CONTENT, UNNOTED
+from phasegraph.nodes.telemetry.handler import SHOWN, UNNOTED
 from phasegraph.nodes.trace import MemoryTraceStore
 from tests.otlp_receiver import OtlpReceiver, ReceivedSpan, otlp_receiver
 from tests.server.conftest import Server, read_sse, stream
@@ -52,7 +52,7 @@ ARRIVAL_SECONDS = 20
 #: Attributes that carry a run's content (prompts, answers, tool arguments and results).
 CONTENT_ATTRIBUTES = frozenset(
     {"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.prompt", "gen_ai.tool.call.arguments",
-     "gen_ai.tool.call.result"} | {f"phasegraph.{field}" for field in CONTENT}
+     "gen_ai.tool.call.result"}
 )  # fmt: skip
 #: Events the server itself writes (not a node): they are no span events.
 SERVER_EVENTS = frozenset({"paused", "resumed", "cancelled"})
@@ -337,7 +337,7 @@ def test_a_refused_duplicate_is_an_event_on_the_refuse_duplicate_span(served: Ex
     (refusing,) = [s for s in spans if s.name == "refuse_duplicate"]
     (event,) = [e for e in refusing.events if e.name == "phasegraph.duplicate_tool_call"]
     assert event.attributes["phasegraph.name"] == duplicate.name
-    assert event.attributes["phasegraph.signature"] == duplicate.signature
+    assert "phasegraph.signature" not in event.attributes  # the call's arguments: content
     assert event.attributes["phasegraph.attempts"] == duplicate.attempts
     assert "phasegraph.args" not in event.attributes  # content: off by default
 
@@ -378,6 +378,9 @@ def test_prompt_and_tool_content_stay_out_of_spans_by_default(served: Exported) 
     for span in spans:
         for attributes in (span.attributes, *(e.attributes for e in span.events)):
             assert not CONTENT_ATTRIBUTES & set(attributes), (span.name, sorted(attributes))
+        for event in span.events:  # an event's fields beyond ids, kinds and counts are content
+            fields = {k.removeprefix("phasegraph.") for k in event.attributes if k.startswith("phasegraph.")}
+            assert fields <= SHOWN, (span.name, event.name, sorted(fields - SHOWN))
             texts = [v for v in attributes.values() if isinstance(v, str)]
             assert not any(MESSAGE in text or "Milestone" in text for text in texts), span.name
 

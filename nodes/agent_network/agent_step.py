@@ -19,7 +19,7 @@ from phasegraph.nodes.conversation import call_message, refused_message, user_tu
 from phasegraph.nodes.emit import Emitter, reports_errors
 from phasegraph.nodes.events import AgentStep
 from phasegraph.nodes.structured import ask_structured
-from phasegraph.nodes.telemetry import current_span, prompt_attributes
+from phasegraph.nodes.telemetry import content, current_span, prompt_attributes
 from phasegraph.tools.networks import CompiledAgent, NetworkSnapshot
 
 DECIDE = "Decide your next action for the user's request, as one JSON decision."
@@ -58,9 +58,12 @@ async def run_agent_step(state: AgentNetworkState, runtime: Runtime[AgentNetwork
     for name, tokens in (("input", answer.prompt_tokens), ("output", answer.output_tokens)):
         if tokens is not None:
             span.set_attribute(f"gen_ai.usage.{name}_tokens", tokens)
+    said = {  # what the model wrote: on spans only when content may be captured
+        "reasoning": content.text(preview(decision["action_reasoning"], 120)),
+        "details": content.text(preview(decision["action_details"], 120)),
+    } if content.allowed() else {}  # fmt: skip
     span.add_event("gen_ai.agent.decision", {
-        "action": decision["action"], "reasoning": preview(decision["action_reasoning"], 120),
-        "details": preview(decision["action_details"], 120), **({"refused": refusal} if refusal else {}),
+        "action": decision["action"], **said, **({"refused": refusal} if refusal else {}),
     })  # fmt: skip
     if refusal is not None:
         span.set_status(Status(StatusCode.ERROR, f"refused: {refusal}"))

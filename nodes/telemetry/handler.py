@@ -11,6 +11,7 @@ span (refusals, budget stops, approvals, validation errors...).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.events import EventBase
 from phasegraph.nodes.prices import cost_usd
+from phasegraph.nodes.redact import redactor
 from phasegraph.nodes.telemetry import content, metrics
 from phasegraph.nodes.telemetry.setup import tracer
 
@@ -35,10 +37,18 @@ from phasegraph.nodes.telemetry.setup import tracer
 UNNOTED = frozenset({"text", "tool_call", "tool_result", "phase_start", "agent_state"})
 #: Envelope fields every event has: the span says them already.
 ENVELOPE = frozenset({"type", "requestId", "projectId", "protocol", "seq", "ts"})
-#: Event fields that carry a run's content (a prompt's words, an answer, arguments): only when allowed.
-CONTENT = frozenset({"args", "params", "answer", "message", "decision", "steps", "plan", "summary",
-                     "notes", "reasoning", "assessmentDelta", "resolution", "operationPlan", "transcript",
-                     "output", "problems", "query", "text", "details"})  # fmt: skip
+#: Event fields shown on spans always: ids, names, kinds, counts and flags (wire names). Any other field
+#: (text a model or a person wrote, arguments, answers) only when content may be captured.
+SHOWN = frozenset({
+    "phase", "phaseIndex", "cycleIndex", "graphStep", "iteration", "contextRound", "step", "agent", "epoch",
+    "contextType", "planId", "final", "reason", "chunksRead", "streamCut", "promptChars", "promptTokens",
+    "retries", "callId", "name", "executionId", "stepIndex", "group", "attempts", "limit", "budget", "used",
+    "decision", "decisionType", "tool", "status", "verdict", "confidence", "deferred", "action", "chars",
+    "contextChars", "uris", "tools", "missing", "from", "to", "kind", "fallback", "allToolsFailed", "exit",
+    "checkpointId", "fromPhaseIndex", "fork", "replacesFromSeq", "turn", "profile", "state", "stepId",
+})  # fmt: skip
+#: Fields of that list that hold free text in some events (a person's reason for a rejected approval).
+FREE_TEXT = {"approval_requested": {"reason"}, "approval_answered": {"reason"}}
 
 
 class _RunFailed(Exception):
@@ -88,8 +98,12 @@ class SpanHandler(BaseCallbackHandler):
         span = opened.span
         if isinstance(error, GraphBubbleUp):  # an interrupt or a handoff: control flow, not a failure
             span.add_event("phasegraph.interrupt", {"phasegraph.kind": type(error).__name__})
+        elif isinstance(error, asyncio.CancelledError):  # a cancel, or a pause at shutdown: no failure
+            span.add_event("phasegraph.cancelled")
         elif error is not None:
-            span.set_status(Status(StatusCode.ERROR, str(error)[:200] or type(error).__name__))
+            span.set_status(
+                Status(StatusCode.ERROR, redactor().text(str(error))[:200] or type(error).__name__)
+            )
             span.set_attribute("error.type", type(error).__qualname__)
         span.end()
         return opened, time.perf_counter() - opened.started
@@ -248,16 +262,20 @@ class SpanHandler(BaseCallbackHandler):
 
 
 def event_attributes(event: EventBase) -> dict[str, Any]:
-    """An event's fields as span attributes: scalars as they are, content only when allowed."""
+    """An event's fields as span attributes: ids, kinds and counts always, content only when allowed."""
     attributes: dict[str, Any] = {}
+    hidden = FREE_TEXT.get(str(getattr(event, "type", "")), set())
     for key, value in event.to_dict().items():
         if key in ENVELOPE:
             continue
-        if key in CONTENT or (isinstance(value, dict | list) and not _scalars(value)):
-            if content.allowed():
-                attributes[f"phasegraph.{key}"] = content.text(value)
-        elif isinstance(value, str | int | float | bool) or _scalars(value):
+        if (
+            key in SHOWN
+            and key not in hidden
+            and (isinstance(value, str | int | float | bool) or _scalars(value))
+        ):
             attributes[f"phasegraph.{key}"] = value
+        elif content.allowed():
+            attributes[f"phasegraph.{key}"] = content.text(value)
     return attributes
 
 
@@ -270,8 +288,8 @@ def note(event: EventBase) -> None:
     if event.type in UNNOTED:  # type: ignore[attr-defined]  # model text: many, and never noted
         return
     found = _current()
-    if found is not None:
-        found[0].note(found[1], event)
+    if found is not None:  # as clients get it: no configured secret in it
+        found[0].note(found[1], redactor().model(event))
 
 
 @contextmanager

@@ -9,6 +9,7 @@ and the event log's write latency. Counts of the run's own events are read from 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +81,22 @@ class Instruments:
 
 
 _made: tuple[MeterProvider | None, Instruments] | None = None
+#: Tool names a process labels its metrics with. A model may call tools that do not exist, under any
+#: name: past this many names (or a name no tool could have), calls count under ``_other``, so a
+#: long-lived server's series stay bounded.
+MAX_TOOL_LABELS = 256
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+_tool_labels: set[str] = set()
+
+
+def tool_label(name: str) -> str:
+    """The ``gen_ai.tool.name`` a call is counted under (its name, or ``_other``)."""
+    if name in _tool_labels:
+        return name
+    if len(_tool_labels) >= MAX_TOOL_LABELS or not _TOOL_NAME.fullmatch(name):
+        return "_other"
+    _tool_labels.add(name)
+    return name
 
 
 def instruments() -> Instruments:
@@ -96,11 +113,15 @@ def observe(event: Event) -> None:
     """Count what a run's event says: a tool call's outcome, a refused duplicate, a budget stop."""
     protocol = {"phasegraph.protocol": event.protocol}
     if isinstance(event, ToolResultEvent):
-        attributes = {**protocol, "gen_ai.tool.name": event.name, "phasegraph.status": event.status}
+        attributes = {
+            **protocol,
+            "gen_ai.tool.name": tool_label(event.name),
+            "phasegraph.status": event.status,
+        }
         instruments().tool_calls.add(1, attributes)
         instruments().tool_duration.record(event.duration_ms / 1000, attributes)
     elif isinstance(event, DuplicateToolCall):
-        instruments().duplicates.add(1, {**protocol, "gen_ai.tool.name": event.name})
+        instruments().duplicates.add(1, {**protocol, "gen_ai.tool.name": tool_label(event.name)})
     elif isinstance(event, BudgetExhaustedEvent):
         instruments().budget_stops.add(1, {**protocol, "phasegraph.budget": event.budget})
 

@@ -10,6 +10,8 @@ spans and metrics back with the SDK's in-memory exporter and reader).
 
 from __future__ import annotations
 
+import sys
+
 from opentelemetry import trace
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.metrics import Meter
@@ -56,8 +58,10 @@ def _configure_from_settings() -> None:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         use_exporter(OTLPSpanExporter(), batch=True)
-    elif choice == "console":
-        use_exporter(ConsoleSpanExporter())
+    elif choice == "console":  # on standard error, a span a line: standard output is a command's answer
+        use_exporter(
+            ConsoleSpanExporter(out=sys.stderr, formatter=lambda span: span.to_json(indent=None) + "\n")
+        )
     else:
         use_exporter(None)
 

@@ -109,16 +109,16 @@ class Driver:
             context.run_trace(record.thread_id, resumed=given is None)
             run.queued = record.last_seq
             stopped: str | None = None
-            try:
-                await self._segments(run, served, record, graph_input, config, context)
+            try:  # how the run's trace ends when no final or error of its own settled it
+                stopped = await self._segments(run, served, record, graph_input, config, context)
             except asyncio.CancelledError:
-                stopped = (
-                    "paused"
-                    if run.stop == "shutdown"
-                    else "superseded"
-                    if run.stop == SUPERSEDED
-                    else "cancelled"
-                )
+                stopped = _stopped(run)
+                raise
+            except Superseded:
+                stopped = "superseded"
+                raise
+            except Exception:
+                stopped = "failed"
                 raise
             finally:
                 await context.aclose(stopped)  # the run ended or paused here: what it held open is released
@@ -149,8 +149,11 @@ class Driver:
     async def _segments(
         self, run: LocalRun, served: Served, record: RequestRecord, graph_input: Any, config: RunnableConfig,
         context: RunContext,
-    ) -> None:  # fmt: skip
-        """Run the graph segment by segment (pause points between) until it ends or pauses."""
+    ) -> str | None:  # fmt: skip
+        """Run the graph segment by segment (pause points between) until it ends or pauses.
+
+        Returns ``failed`` for a run that stopped with nothing left to run, else ``None``.
+        """
         engine, key, traces = self.engine, record.request_key, _Buffer()
         written: asyncio.Future[None] | None = None
         stops = served.stops(record.options)
@@ -176,7 +179,7 @@ class Driver:
                 written = await engine.log.append(key, held, traces.drain(), status=ended)
                 run.queued, run.ending = held[-1].seq, True
                 await asyncio.shield(written)
-                return
+                return None
             if written is not None:  # at a pause point clients have been shown the whole segment
                 await asyncio.shield(written)
             reason, run.pause = run.pause, None
@@ -186,9 +189,9 @@ class Driver:
                 if reason == NOTHING_LEFT:
                     await engine.stop(served, done, "failed", ErrorEvent, kind="conflict", message=reason,
                                       traces=traces.drain())  # fmt: skip
-                else:
-                    await engine.stop(served, done, "paused", Paused, reason=reason, traces=traces.drain())
-                return
+                    return "failed"
+                await engine.stop(served, done, "paused", Paused, reason=reason, traces=traces.drain())
+                return None
             graph_input, config = None, thread_config(record.thread_key)  # past the pause point
 
     async def _stopped_at(self, served: Served, record: RequestRecord, stops: RunStops) -> str | None:
@@ -210,3 +213,8 @@ class Driver:
 def _queued(run: LocalRun, record: RequestRecord) -> int:
     """The seq of the last event the run's driver queued (the record's when it queued none yet)."""
     return run.queued if run.queued is not None else record.last_seq
+
+
+def _stopped(run: LocalRun) -> str:
+    """How a cancelled driver's run ends: paused (the server stopping), taken over, or cancelled."""
+    return "paused" if run.stop == "shutdown" else "superseded" if run.stop == SUPERSEDED else "cancelled"

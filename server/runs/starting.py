@@ -14,6 +14,7 @@ from uuid import uuid4
 from langchain_core.messages import HumanMessage
 
 from phasegraph.graphs.run import turn_input
+from phasegraph.nodes.context import RunContext
 from phasegraph.nodes.errors import ConfigurationError, ConflictError, TooLargeError
 from phasegraph.nodes.events import Resumed
 from phasegraph.nodes.models import public_spec
@@ -66,25 +67,35 @@ class Starter:
                   "show_tool_outputs": show_tool_outputs}  # fmt: skip
         record = self.new_record(request_id, project_id, spec.id, thread_id, thread_key, fields)
         record.options = options or {}
-        context = served.context(record)  # a bad model spec fails here, before anything is stored
-        # The run's root span begins as it is accepted; a resumed run, anywhere, links to it.
-        record.settings["trace_parent"] = context.run_trace(record.thread_id).traceparent
+        context = self._traced_context(
+            served, record
+        )  # a bad model spec fails here, before anything is stored
         try:
             await engine.store.create(record)
+            if graph_input is TURN:
+                await self._list_thread(record)
+                graph_input = {"messages": [HumanMessage(message)]}
+                if first is not None:  # a thread's later turn may answer the question its last turn asked
+                    graph_input = await turn_input(served.graph, thread_config(record.thread_key), message)
         except BaseException:
             await context.aclose("refused")
             raise
-        if graph_input is TURN:
-            await self._list_thread(record)
-            graph_input = {"messages": [HumanMessage(message)]}
-            if first is not None:  # a thread's later turn may answer the question its last turn asked
-                graph_input = await turn_input(served.graph, thread_config(record.thread_key), message)
         # Subscribed before the run starts, so its stream needs no first read of the store.
         engine.fresh[record.request_key] = engine.hub.subscribe(record.request_key)
         self.driver.launch(
             served, record, graph_input, thread_config(record.thread_key, checkpoint_id), context
         )
         return record
+
+    @staticmethod
+    def _traced_context(served: Served, record: RequestRecord, *, resumed: bool = False) -> RunContext:
+        """The request's Context, its run's root span begun (the run is accepted).
+
+        The root's traceparent is kept with the request: a run that goes on later, anywhere, links to it.
+        """
+        context = served.context(record)
+        record.settings["trace_parent"] = context.run_trace(record.thread_id, resumed=resumed).traceparent
+        return context
 
     async def fork(self, origin: RequestRecord, checkpoint_id: str) -> RequestRecord:
         """Start a new request on ``origin``'s thread, continuing from ``checkpoint_id``."""
@@ -98,14 +109,20 @@ class Starter:
             origin.protocol,
             origin.thread_id,
             origin.thread_key,
-            origin.settings,
+            dict(origin.settings),
         )
-        await self.engine.store.create(record)
-        resumed = await self.engine.emit(
-            served, record, Resumed, snapshot.values, seq=1, checkpoint_id=checkpoint_id, fork=True
-        )
+        # The fork's root links to its origin's first run; the fork keeps its own for its later runs.
+        context = self._traced_context(served, record, resumed=True)
+        try:
+            await self.engine.store.create(record)
+            resumed = await self.engine.emit(
+                served, record, Resumed, snapshot.values, seq=1, checkpoint_id=checkpoint_id, fork=True
+            )
+        except BaseException:
+            await context.aclose("refused")
+            raise
         config = thread_config(origin.thread_key, checkpoint_id)
-        self.driver.launch(served, record.model_copy(update={"last_seq": resumed.seq}), None, config)
+        self.driver.launch(served, record.model_copy(update={"last_seq": resumed.seq}), None, config, context)
         return record
 
     def check_message_size(self, message: str) -> None:

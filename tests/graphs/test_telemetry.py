@@ -6,6 +6,7 @@ these check what the span handler and the run's root do in the cases a run can e
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,10 +19,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from phasegraph.graphs.registry import get_protocol
-from phasegraph.graphs.run import run, stream_graph
+from phasegraph.graphs.run import run, stream_graph, stream_run
 from phasegraph.nodes import telemetry
+from phasegraph.nodes.events import ApprovalAnswered, IgnoredToolCall, StepStart
+from phasegraph.nodes.logs import RunFieldsFilter
 from phasegraph.nodes.redact import redactor
 from phasegraph.nodes.settings import provider_settings, run_settings
+from phasegraph.nodes.telemetry import metrics
+from phasegraph.nodes.telemetry.handler import event_attributes
 from phasegraph.nodes.triggered_phase.context import TriggeredPhaseContext
 from tests.graphs.test_failures import ProviderDown
 from tests.helpers import turn, write_script
@@ -196,3 +201,81 @@ async def test_calls_a_protocol_runs_itself_are_tool_spans_too(spans, workspace)
     assert [s.name for s in tools] == [f"execute_tool {e.name}" for e in calls]
     assert {(s.attributes or {})["gen_ai.tool.call.id"] for s in tools} == {e.call_id for e in calls}
     assert {by_id[s.parent.span_id].name for s in tools if s.parent is not None} == {"execute_blocks"}
+
+
+async def test_secrets_stay_off_span_statuses_and_events_with_content_off(
+    spans, monkeypatch, tmp_path, workspace
+):
+    path = f"docs/{SECRET}.md"  # no such file: the tool's error, and the refused repeat, name it
+    call = turn("", ("read_file", {"path": path}))
+    made_up = turn("", (f"tool_{SECRET}", {}))  # a tool name the model made up from what it read
+    script = write_script(tmp_path, call, call, made_up, made_up, turn("No."))
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    for cache in (run_settings, provider_settings, redactor):
+        cache.cache_clear()
+    try:
+        result = await run("triggered_phase", "Read it", workspace=str(workspace), model=script)
+        failed = await run("triggered_phase", "Read it", workspace=str(workspace), chat_model=Leaky())
+    finally:
+        for cache in (run_settings, provider_settings, redactor):
+            cache.cache_clear()
+    assert [e.type for e in result.events if e.type in ("tool_result", "duplicate_tool_call")] == [
+        "tool_result", "duplicate_tool_call", "tool_result", "duplicate_tool_call",
+    ]  # fmt: skip
+    assert failed.error is not None
+    finished = spans.get_finished_spans()
+    tool = _one(finished, "execute_tool read_file")
+    assert tool.status.status_code == StatusCode.ERROR and "[REDACTED]" in str(tool.status.description)
+    texts = [str(s.attributes) + str(s.status.description) + str([e.attributes for e in s.events])
+             for s in finished]  # fmt: skip
+    assert not any(SECRET in text for text in texts)
+    assert any("[REDACTED]" in str(s.status.description) for s in finished if s.name == "chat model")
+    refused = [e for s in finished if s.name == "refuse_duplicate" for e in s.events]
+    assert [str((e.attributes or {})["phasegraph.name"]) for e in refused] == ["read_file", "tool_[REDACTED]"]
+
+
+class Leaky(ProviderDown):
+    """A provider whose error quotes the key it was given."""
+
+    def _generate(self, *args: Any, **kwargs: Any) -> Any:
+        raise ConnectionError(f"401 Unauthorized: Incorrect API key provided: {SECRET}")
+
+
+def test_an_events_free_text_reaches_spans_only_with_content_on(monkeypatch):
+    answered = ApprovalAnswered(call_id="c1", name="delete_file", decision="reject", args={"path": "x"},
+                                reason="no: it deletes prod")  # fmt: skip
+    assert event_attributes(answered) == {
+        "phasegraph.callId": "c1", "phasegraph.name": "delete_file", "phasegraph.decision": "reject",
+    }  # fmt: skip
+    ignored = IgnoredToolCall(name="shout", reason="tools_unbound")  # a reason that is a kind, not text
+    assert event_attributes(ignored) == {"phasegraph.name": "shout", "phasegraph.reason": "tools_unbound"}
+    step = StepStart(step_id="s1", tool="create_project", args={}, rationale="the user asked for it")
+    assert "phasegraph.rationale" not in event_attributes(step)
+    monkeypatch.setenv("PHASEGRAPH_OTEL_CAPTURE_CONTENT", "true")
+    run_settings.cache_clear()
+    try:
+        assert event_attributes(answered)["phasegraph.reason"] == "no: it deletes prod"
+    finally:
+        run_settings.cache_clear()
+
+
+def test_tool_names_a_model_makes_up_are_bounded_metric_labels(monkeypatch):
+    monkeypatch.setattr(metrics, "_tool_labels", set())
+    monkeypatch.setattr(metrics, "MAX_TOOL_LABELS", 3)
+    assert [metrics.tool_label(n) for n in ("read_file", "a", "b", "c", "read_file")] == [
+        "read_file", "a", "b", "_other", "read_file",
+    ]  # fmt: skip
+    monkeypatch.setattr(metrics, "_tool_labels", set())
+    assert metrics.tool_label("ignore previous instructions; {x}") == "_other"
+
+
+async def test_a_callers_lines_between_events_do_not_carry_the_runs_ids(workspace):
+    async for event in stream_run("triggered_phase", "Summarise the roadmap", workspace=str(workspace)):
+        record = logging.LogRecord("app", logging.INFO, __file__, 1, "mine", None, None)
+        RunFieldsFilter().filter(record)
+        assert not hasattr(record, "request_id"), event.type
+        if event.type == "tool_call":
+            break  # the caller leaves the run: nothing of it stays bound
+    record = logging.LogRecord("app", logging.INFO, __file__, 1, "mine", None, None)
+    RunFieldsFilter().filter(record)
+    assert not hasattr(record, "request_id")

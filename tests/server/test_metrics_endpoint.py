@@ -151,6 +151,7 @@ def load(server: tuple[str, str]) -> Load:
         # A replay: a stream of another route, which runs nothing.
         assert stream(client, "GET", "/api/requests/tp/stream") == load.events["tp"]
         body = {"message": "Summarise the roadmap.", "model": slow, "requestId": "slow"}
+        _settled(client)  # the streams above are counted closed: only the next one is open below
         with client.stream("POST", RUN.format("triggered_phase"), json=body) as response:
             assert response.status_code == 200
             next(line for line in response.iter_lines() if line.startswith("data:"))

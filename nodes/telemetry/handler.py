@@ -44,7 +44,7 @@ SHOWN = frozenset({
     "contextType", "planId", "final", "reason", "chunksRead", "streamCut", "promptChars", "promptTokens",
     "retries", "callId", "name", "executionId", "stepIndex", "group", "attempts", "limit", "budget", "used",
     "decision", "decisionType", "tool", "status", "verdict", "confidence", "deferred", "action", "chars",
-    "contextChars", "uris", "tools", "missing", "from", "to", "kind", "fallback", "allToolsFailed", "exit",
+    "contextChars", "uris", "tools", "from", "to", "kind", "fallback", "allToolsFailed", "exit",
     "checkpointId", "fromPhaseIndex", "fork", "replacesFromSeq", "turn", "profile", "state", "stepId",
 })  # fmt: skip
 #: Fields of that list that hold free text in some events (a person's reason for a rejected approval).

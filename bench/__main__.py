@@ -14,6 +14,7 @@ from bench.chart import draw
 from bench.containment import containment_rows, stream_cut_row
 from bench.goal_pursuit import goal_pursuit_rows
 from bench.harness import Row, not_landed
+from bench.observability import observability_rows
 from bench.overhead import durability_rows, overhead_rows
 from bench.planner import planner_rows
 from bench.report import markdown, workloads, write_json
@@ -40,6 +41,7 @@ async def measure(quick: bool, workdir: Path) -> list[Row]:
     rows += await planner_rows(workdir, quick)
     rows += await retention_rows(workdir, quick)
     rows += await user_tools_rows(workdir, quick)
+    rows += await observability_rows(quick)
     rows += await server_rows(quick, workdir)
     rows += [not_landed("6", protocol, seed) for protocol, seed in LATER_PROTOCOLS.items()]
     return sorted(rows, key=lambda r: r.key)

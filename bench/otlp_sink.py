@@ -30,6 +30,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 _counts = {"span_requests": 0, "spans": 0, "metric_requests": 0, "data_points": 0, "bytes": 0}
+_batches: list[int] = []  # spans in each traces request, in order
 _lock = threading.Lock()
 _idle = threading.Condition(_lock)
 _in_flight = [0]  # exports answered and not yet counted
@@ -42,6 +43,7 @@ def _count(path: str, body: bytes) -> None:
         with _lock:
             _counts["span_requests"] += 1
             _counts["spans"] += spans
+            _batches.append(spans)
     else:
         metrics = ExportMetricsServiceRequest.FromString(body)
         points = 0
@@ -85,7 +87,7 @@ class _Handler(BaseHTTPRequestHandler):
         """The counts so far, once every export already answered has been counted."""
         with _lock:
             _idle.wait_for(lambda: _in_flight[0] == 0, timeout=10)
-            shown = json.dumps(_counts).encode()
+            shown = json.dumps({**_counts, "batches": _batches}).encode()
         self._answer(200 if self.path == "/stats" else 404, shown, "application/json")
 
     def _answer(self, status: int, body: bytes, content_type: str) -> None:
@@ -114,8 +116,8 @@ class Sink:
         self.spans = OTLPSpanExporter(endpoint=f"{self.url}/v1/traces")
         self.metrics = OTLPMetricExporter(endpoint=f"{self.url}/v1/metrics")
 
-    def stats(self) -> dict[str, int]:
-        """What the collector has counted of the exports it has answered."""
+    def stats(self) -> dict[str, Any]:
+        """What the collector has counted of the exports it has answered (``batches``: spans per request)."""
         with urllib.request.urlopen(f"{self.url}/stats", timeout=5) as answer:
             return dict(json.loads(answer.read()))
 

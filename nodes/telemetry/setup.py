@@ -35,16 +35,17 @@ SCOPE = "phasegraph"
 RESOURCE = Resource.create({"service.name": SCOPE}).merge(OTELResourceDetector().detect())
 _provider: TracerProvider | None = None
 _configured = False
+_tracer: Tracer | None = None
 _meters: MeterProvider | None = None
 _registry: CollectorRegistry | None = None
 
 
 def use_exporter(exporter: SpanExporter | None, *, batch: bool = False) -> TracerProvider | None:
     """Send phasegraph's spans to ``exporter`` (``None``: back to the global tracer provider)."""
-    global _provider, _configured
+    global _provider, _configured, _tracer
     if _provider is not None:
         _provider.shutdown()
-    _provider, _configured = None, True
+    _provider, _configured, _tracer = None, True, None
     if exporter is not None:
         _provider = TracerProvider(resource=RESOURCE)
         processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
@@ -67,12 +68,17 @@ def _configure_from_settings() -> None:
 
 
 def tracer() -> Tracer:
-    """The tracer of phasegraph's spans (configured from the settings at first use)."""
+    """The tracer of phasegraph's spans (configured from the settings at first use).
+
+    Kept until the exporter changes: the SDK's ``get_tracer`` builds a scope object and takes a lock
+    at every call, which a span per node and call would pay each time.
+    """
+    global _tracer
     if not _configured:
         _configure_from_settings()
-    if _provider is not None:
-        return _provider.get_tracer(SCOPE)
-    return trace.get_tracer(SCOPE)
+    if _tracer is None:  # the global provider's is a proxy: it follows whatever provider is set later
+        _tracer = _provider.get_tracer(SCOPE) if _provider is not None else trace.get_tracer(SCOPE)
+    return _tracer
 
 
 def use_metric_reader(reader: MetricReader | None = None) -> MeterProvider:

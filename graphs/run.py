@@ -110,7 +110,7 @@ async def stream_graph(
     reported = False  # the graph already emitted the error event of the failure it raises
     config = _traced(config, context)
     run_trace = context.run_trace()
-    bound = bind_run(context, spec.id, config)  # what is logged during the run carries its ids
+    bound = bind_run(context, spec.id, config, run_trace)  # what is logged during the run carries its ids
     try:
         # subgraphs: a protocol's subgraph (planner's plan executor) emits through its own writer
         async for _, chunk in graph.astream(
@@ -133,7 +133,7 @@ async def stream_graph(
                 try:
                     yield event
                 finally:
-                    bound = bind_run(context, spec.id, config)
+                    bound = bind_run(context, spec.id, config, run_trace)
     except Exception as exc:  # every failure reaches the client as one error event
         if not isinstance(exc, PhasegraphError):
             logger.exception("request %s (%s) failed", context.request_id, spec.id)

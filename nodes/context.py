@@ -240,10 +240,11 @@ class RunContext:
         """Release what the run held open; its driver calls this when the run ends or pauses.
 
         The run's root span ends here with its outcome: the one its events told (completed, failed),
-        else ``outcome``, else ``paused``.
+        else ``outcome``, else ``paused``; a later run on this Context (a notebook's next turn) has its own.
         """
-        if self._trace is not None:
-            self._trace.close(outcome)
+        trace, self._trace = self._trace, None
+        if trace is not None:
+            trace.close(outcome)
         await self.close_tools()
 
     async def close_tools(self) -> None:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
 
     from phasegraph.nodes.context import RunContext
+    from phasegraph.nodes.telemetry import RunTrace
 
 LogFormat = Literal["text", "json"]
 #: The text format (what the command always wrote).
@@ -52,10 +53,13 @@ def log_format() -> LogFormat:
         raise ConfigurationError("PHASEGRAPH_LOG_FORMAT must be text or json") from exc
 
 
-def bind_run(context: RunContext, protocol: str, config: RunnableConfig) -> Mapping[str, str]:
+def bind_run(
+    context: RunContext, protocol: str, config: RunnableConfig, trace: RunTrace
+) -> Mapping[str, str]:
     """Give every line logged from here on (in this task and the tasks it starts) the run's ids.
 
-    Returns the ids bound before, for ``unbind_run`` when the run ends.
+    ``trace`` is the run's (its root span names the trace). Returns the ids bound before, for
+    ``unbind_run`` when the run ends.
     """
     thread = str(config.get("configurable", {}).get("thread_id", ""))
     fields = {
@@ -65,7 +69,7 @@ def bind_run(context: RunContext, protocol: str, config: RunnableConfig) -> Mapp
         "project_id": context.project_id,
         "protocol": protocol,
     }
-    span = context.run_trace().root.get_span_context()
+    span = trace.root.get_span_context()
     if span.is_valid:  # spans are recorded: lines can be joined to the run's trace
         fields |= {"trace_id": format_trace_id(span.trace_id), "span_id": format_span_id(span.span_id)}
     previous = _run_fields.get()

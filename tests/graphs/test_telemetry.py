@@ -279,3 +279,16 @@ async def test_a_callers_lines_between_events_do_not_carry_the_runs_ids(workspac
     record = logging.LogRecord("app", logging.INFO, __file__, 1, "mine", None, None)
     RunFieldsFilter().filter(record)
     assert not hasattr(record, "request_id")
+
+
+async def test_each_turn_on_one_context_is_a_run_of_its_own(spans, workspace):
+    context = TriggeredPhaseContext(workspace=str(workspace))
+    saver = InMemorySaver()
+    for message in ("Summarise the roadmap", "And again?"):
+        events = [e async for e in stream_run("triggered_phase", message, context=context,
+                                              checkpointer=saver, thread_id="t-turns")]  # fmt: skip
+        assert events[-1].type == "final"
+    roots = [s for s in spans.get_finished_spans() if s.parent is None]
+    assert len(roots) == 2 and roots[0].context.trace_id != roots[1].context.trace_id
+    assert all((r.attributes or {})["phasegraph.outcome"] == "completed" for r in roots)
+    assert all(s.end_time is not None and s.end_time <= roots[1].end_time for s in spans.get_finished_spans())

@@ -100,6 +100,8 @@ class RunTrace:
         self._closed = True
         ended = self.outcome or outcome or "paused"
         self.handler.close(self._error if ended == "failed" else None)
+        if ended == "failed" and self.outcome is None:  # the server failed it (no error event of the run's)
+            self.root.set_status(Status(StatusCode.ERROR, "the run failed outside its graph"))
         self.root.set_attribute("phasegraph.outcome", ended)
         self.root.end()
         attributes = {"phasegraph.protocol": self.protocol, "phasegraph.outcome": ended}

@@ -86,6 +86,7 @@ async def test_a_run_left_with_nothing_to_run_ends_failed(manager: RunManager, s
     await _ended(manager, going_on)
     root = await _root(spans, "going-on")
     assert (root.attributes or {})["phasegraph.outcome"] == "failed"
+    assert root.status.status_code == StatusCode.ERROR
     assert _ended_counts(reader) == {"completed": 1, "failed": 1}
 
 
@@ -108,6 +109,7 @@ async def test_a_run_whose_event_log_write_fails_ends_as_it_stops(
     await _start(manager, "r")
     root = await _root(spans, "r")
     assert (root.attributes or {})["phasegraph.outcome"] == outcome
+    assert (root.status.status_code == StatusCode.ERROR) is (outcome == "failed")
     assert _ended_counts(reader) == {outcome: 1}
 
 

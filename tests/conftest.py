@@ -1,4 +1,5 @@
-"""Shared fixtures: a private workspace, a run collector with its own traces, a fresh Postgres database."""
+"""Shared fixtures: a private workspace, a run collector with its own traces, a fresh Postgres database,
+phasegraph's spans and metrics read back in process."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ from uuid import uuid4
 
 import psycopg
 import pytest
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from phasegraph.graphs.run import RunResult, run
+from phasegraph.nodes import telemetry
 from phasegraph.nodes.models import DEMO_WORKSPACE
 from phasegraph.nodes.redact import redactor
 from phasegraph.nodes.settings import provider_settings, run_settings
@@ -55,6 +59,24 @@ def provider_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     yield configure
     monkeypatch.undo()
     _clear_settings()
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """phasegraph's spans, kept in memory for the test (back to the global tracer provider after)."""
+    exporter = InMemorySpanExporter()
+    telemetry.use_exporter(exporter)
+    yield exporter
+    telemetry.use_exporter(None)
+
+
+@pytest.fixture
+def reader() -> Iterator[InMemoryMetricReader]:
+    """phasegraph's metrics, readable in memory (a fresh meter provider, and another after)."""
+    reader = InMemoryMetricReader()
+    telemetry.use_metric_reader(reader)
+    yield reader
+    telemetry.use_metric_reader()
 
 
 def _clear_settings() -> None:

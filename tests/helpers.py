@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
 from phasegraph.graphs.run import RunResult
 from phasegraph.nodes.scripted import Script, ScriptedChatModel
 
@@ -40,3 +42,14 @@ def kinds(result: RunResult) -> list[str]:
 def of_type(result: RunResult, event_type: str) -> list[Any]:
     """All events of one type."""
     return [e for e in result.events if e.type == event_type]
+
+
+def metric_points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
+    """Every data point an in-memory metric reader holds now, by metric name."""
+    data = reader.get_metrics_data()
+    points: dict[str, list[Any]] = {}
+    for resource in data.resource_metrics if data else ():
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                points.setdefault(metric.name, []).extend(metric.data.data_points)
+    return points

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 from phasegraph.graphs.run import run
@@ -17,14 +13,6 @@ from tests.graphs.test_agent_network import QUESTION, route, scripted
 
 #: Words of the compiled triage prompt: they must not reach a span unless prompts are allowed.
 PROMPT_WORDS = "the first agent to read a user's request"
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    telemetry.use_exporter(exporter)
-    yield exporter
-    telemetry.use_exporter(None)
 
 
 def by_name(finished: tuple[ReadableSpan, ...]) -> dict[str, list[ReadableSpan]]:

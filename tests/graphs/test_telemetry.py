@@ -7,62 +7,31 @@ these check what the span handler and the run's root do in the cases a run can e
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 from phasegraph.graphs.registry import get_protocol
 from phasegraph.graphs.run import run, stream_graph, stream_run
-from phasegraph.nodes import telemetry
 from phasegraph.nodes.events import ApprovalAnswered, IgnoredToolCall, StepStart
 from phasegraph.nodes.logs import RunFieldsFilter
-from phasegraph.nodes.redact import redactor
-from phasegraph.nodes.settings import provider_settings, run_settings
+from phasegraph.nodes.settings import run_settings
 from phasegraph.nodes.telemetry import metrics
 from phasegraph.nodes.telemetry.handler import event_attributes
 from phasegraph.nodes.triggered_phase.context import TriggeredPhaseContext
+from tests.conftest import _clear_settings
 from tests.graphs.test_failures import ProviderDown
-from tests.helpers import turn, write_script
+from tests.helpers import metric_points, turn, write_script
 
 SECRET = "sk-telemetry-secret-0123456789"
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    telemetry.use_exporter(exporter)
-    yield exporter
-    telemetry.use_exporter(None)
-
-
-@pytest.fixture
-def reader() -> Iterator[InMemoryMetricReader]:
-    reader = InMemoryMetricReader()
-    telemetry.use_metric_reader(reader)
-    yield reader
-    telemetry.use_metric_reader()
 
 
 def _one(finished: tuple[ReadableSpan, ...], name: str) -> ReadableSpan:
     (span,) = [s for s in finished if s.name == name]
     return span
-
-
-def _points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
-    data = reader.get_metrics_data()
-    points: dict[str, list[Any]] = {}
-    for resource in data.resource_metrics if data else ():
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                points.setdefault(metric.name, []).extend(metric.data.data_points)
-    return points
 
 
 def _sum(points: list[Any], **attributes: Any) -> float:
@@ -99,7 +68,7 @@ async def test_a_run_is_a_root_with_node_model_and_tool_spans_and_its_events_on_
     assert [e.name for e in refusal.events] == ["phasegraph.duplicate_tool_call"]
     assert "phasegraph.args" not in (refusal.events[0].attributes or {})  # content is off by default
 
-    points = _points(reader)
+    points = metric_points(reader)
     assert _sum(points["phasegraph.runs.started"], **{"phasegraph.protocol": "triggered_phase"}) == 1
     assert _sum(points["phasegraph.runs.ended"], **{"phasegraph.outcome": "completed"}) == 1
     assert _sum(points["phasegraph.tool.calls"], **{"phasegraph.status": "ok"}) == len(calls)
@@ -139,7 +108,7 @@ async def test_a_paused_run_ends_its_root_as_paused_and_its_resumption_links_to_
     ]
     attributes = resumed.attributes or {}
     assert attributes["phasegraph.resumed"] is True and attributes["phasegraph.outcome"] == "completed"
-    started = _points(reader)["phasegraph.runs.started"]
+    started = metric_points(reader)["phasegraph.runs.started"]
     assert (
         _sum(started, **{"phasegraph.resumed": False}) == 1
         and _sum(started, **{"phasegraph.resumed": True}) == 1
@@ -155,7 +124,7 @@ async def test_a_failed_run_marks_its_root_and_the_failing_model_call(spans, rea
     assert [e.name for e in root.events] == ["phasegraph.error"]
     failed = [s for s in spans.get_finished_spans() if s.status.status_code == StatusCode.ERROR]
     assert {s.name for s in failed} >= {"invoke_agent triggered_phase", "action_phase"}
-    assert _sum(_points(reader)["phasegraph.runs.ended"], **{"phasegraph.outcome": "failed"}) == 1
+    assert _sum(metric_points(reader)["phasegraph.runs.ended"], **{"phasegraph.outcome": "failed"}) == 1
 
 
 async def test_content_reaches_spans_only_when_allowed_and_masked_of_secrets(
@@ -164,8 +133,7 @@ async def test_content_reaches_spans_only_when_allowed_and_masked_of_secrets(
     (workspace / "docs" / "secret.md").write_text(f"the key is {SECRET}\n", encoding="utf-8")
     script = write_script(tmp_path, turn("", ("read_file", {"path": "docs/secret.md"})), turn("Done."))
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    for cache in (run_settings, provider_settings, redactor):
-        cache.cache_clear()
+    _clear_settings()
     try:
         await run("triggered_phase", "Read it", workspace=str(workspace), model=script)
         without = spans.get_finished_spans()
@@ -175,8 +143,7 @@ async def test_content_reaches_spans_only_when_allowed_and_masked_of_secrets(
         await run("triggered_phase", "Read it", workspace=str(workspace), model=script)
         with_content = spans.get_finished_spans()
     finally:
-        for cache in (run_settings, provider_settings, redactor):
-            cache.cache_clear()
+        _clear_settings()
     tool = _one(without, "execute_tool read_file")
     assert "gen_ai.tool.call.result" not in (tool.attributes or {})
     assert not any("gen_ai.input.messages" in (s.attributes or {}) for s in without)
@@ -211,14 +178,12 @@ async def test_secrets_stay_off_span_statuses_and_events_with_content_off(
     made_up = turn("", (f"tool_{SECRET}", {}))  # a tool name the model made up from what it read
     script = write_script(tmp_path, call, call, made_up, made_up, turn("No."))
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    for cache in (run_settings, provider_settings, redactor):
-        cache.cache_clear()
+    _clear_settings()
     try:
         result = await run("triggered_phase", "Read it", workspace=str(workspace), model=script)
         failed = await run("triggered_phase", "Read it", workspace=str(workspace), chat_model=Leaky())
     finally:
-        for cache in (run_settings, provider_settings, redactor):
-            cache.cache_clear()
+        _clear_settings()
     assert [e.type for e in result.events if e.type in ("tool_result", "duplicate_tool_call")] == [
         "tool_result", "duplicate_tool_call", "tool_result", "duplicate_tool_call",
     ]  # fmt: skip

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import httpx
 import pytest
 import yaml
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from phasegraph.tools.networks import EXAMPLE_NETWORK, EXAMPLES
 from tests.graphs.test_agent_network import answer, tool
+from tests.otlp_receiver import OtlpReceiver, otlp_receiver
 from tests.server.conftest import stream
 from tests.tool_projects import git_repository, git_server, write_project, write_script
 
@@ -22,42 +19,10 @@ RESEARCH = yaml.safe_load(EXAMPLE_NETWORK.read_text(encoding="utf-8"))
 BROKEN = yaml.safe_load((EXAMPLES / "broken.yaml").read_text(encoding="utf-8"))
 
 
-class Collector(ThreadingHTTPServer):
-    """An OTLP/HTTP trace collector on loopback: it keeps the spans it is sent."""
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Receive)
-        self.spans: list[Any] = []
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1/traces"
-
-
-class _Receive(BaseHTTPRequestHandler):
-    server: Collector
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        export = ExportTraceServiceRequest.FromString(body)
-        for resource in export.resource_spans:
-            for scope in resource.scope_spans:
-                self.server.spans.extend(scope.spans)
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        return None
-
-
 @pytest.fixture
-def collector() -> Iterator[Collector]:
-    server = Collector()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
+def collector() -> Iterator[OtlpReceiver]:
+    with otlp_receiver() as receiver:
+        yield receiver
 
 
 def test_publish_list_and_run_a_network_by_name(servers):
@@ -185,11 +150,12 @@ def test_tokens_and_projects_hold_for_networks_and_runs(servers):
 
 
 def test_spans_reach_an_otlp_collector_before_run_answers(servers, collector):
-    server = servers(PHASEGRAPH_OTEL_EXPORTER="otlp", OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=collector.endpoint)
+    server = servers(PHASEGRAPH_OTEL_EXPORTER="otlp", OTEL_EXPORTER_OTLP_ENDPOINT=collector.endpoint)
     with httpx.Client(base_url=server.url, timeout=60) as client:
         body = client.post("/run", json={"user_message": QUESTION, "thread_id": "conv-1"}).json()
         assert body["status"] == "completed"
-        names = [s.name for s in collector.spans]  # no waiting: /run flushed before it answered
+        spans = collector.spans()  # no waiting: /run flushed before it answered
+    names = [s.name for s in spans]
     assert names.count("invoke_workflow research") == 1
     assert [n for n in names if n.startswith("invoke_agent")] == [
         "invoke_agent triage", "invoke_agent researcher", "invoke_agent researcher",
@@ -199,11 +165,10 @@ def test_spans_reach_an_otlp_collector_before_run_answers(servers, collector):
         "execute_tool read_file",
         "execute_tool search_files",
     ]
-    root = next(s for s in collector.spans if s.name == "invoke_workflow research")
-    attributes = {a.key: a.value.string_value for a in root.attributes}
-    assert attributes["gen_ai.conversation.id"].endswith("conv-1")
-    assert all(s.trace_id == root.trace_id for s in collector.spans)
-    assert not any(a.key == "gen_ai.prompt" for s in collector.spans for a in s.attributes)
+    root = next(s for s in spans if s.name == "invoke_workflow research")
+    assert root.attributes["gen_ai.conversation.id"].endswith("conv-1")
+    assert all(s.trace_id == root.trace_id for s in spans)
+    assert not any("gen_ai.prompt" in s.attributes for s in spans)
 
 
 def test_publishing_checks_the_projects_tools_and_a_published_network_runs_them(servers, tmp_path):

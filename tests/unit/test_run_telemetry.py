@@ -4,7 +4,6 @@ the spans still open, a fork's own trace parent. Spans and metrics read back in 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,30 +13,13 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from phasegraph.nodes import telemetry
 from phasegraph.server.runs.eventlog import Superseded
 from phasegraph.server.runs.manager import RunManager
 from phasegraph.server.storage.checkpoints import thread_config
 from phasegraph.server.storage.records import RequestRecord
-from tests.helpers import turn, write_script
+from tests.helpers import metric_points, turn, write_script
 
 WAIT = 20
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    telemetry.use_exporter(exporter)
-    yield exporter
-    telemetry.use_exporter(None)
-
-
-@pytest.fixture
-def reader() -> Iterator[InMemoryMetricReader]:
-    reader = InMemoryMetricReader()
-    telemetry.use_metric_reader(reader)
-    yield reader
-    telemetry.use_metric_reader()
 
 
 async def _start(manager: RunManager, request_id: str, **options: Any) -> RequestRecord:
@@ -68,15 +50,10 @@ async def _ended(manager: RunManager, record: RequestRecord) -> None:
 
 
 def _ended_counts(reader: InMemoryMetricReader) -> dict[str, float]:
-    data = reader.get_metrics_data()
     counts: dict[str, float] = {}
-    for resource in data.resource_metrics if data else ():
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                if metric.name == "phasegraph.runs.ended":
-                    for point in metric.data.data_points:
-                        outcome = str(point.attributes["phasegraph.outcome"])
-                        counts[outcome] = counts.get(outcome, 0) + point.value
+    for point in metric_points(reader).get("phasegraph.runs.ended", []):
+        outcome = str(point.attributes["phasegraph.outcome"])
+        counts[outcome] = counts.get(outcome, 0) + point.value
     return counts
 
 

@@ -220,15 +220,8 @@ class SpanHandler(BaseCallbackHandler):
                       **kwargs: Any) -> None:  # fmt: skip
         """A tool call opens ``execute_tool <tool>``."""
         name = str(kwargs.get("name") or (serialized or {}).get("name") or "tool")
-        attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.type": "function",
-        }  # fmt: skip
         call_id = kwargs.get("tool_call_id") or (kwargs.get("metadata") or {}).get("phasegraph_call_id")
-        if call_id:
-            attributes["gen_ai.tool.call.id"] = str(call_id)
-        if content.allowed():
-            shown = {k: v for k, v in (inputs or {}).items() if k != "context"} if inputs else input_str
-            attributes["gen_ai.tool.call.arguments"] = content.text(shown)
+        attributes = _tool_attributes(name, str(call_id or ""), inputs or input_str)
         self._start(run_id, parent_run_id, f"execute_tool {name}", "tool", attributes)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
@@ -303,19 +296,26 @@ def tool_span(name: str, call_id: str, args: dict[str, Any]) -> Iterator[Span]:
         yield trace.INVALID_SPAN
         return
     handler, parent = found
+    context = trace.set_span_in_context(handler.span_of(parent))
+    attributes = _tool_attributes(name, call_id, args)
+    span = tracer().start_span(f"execute_tool {name}", context=context, attributes=attributes)
+    try:
+        yield span
+    finally:
+        span.end()
+
+
+def _tool_attributes(name: str, call_id: str, args: Any) -> dict[str, Any]:
+    """An ``execute_tool`` span's attributes; its arguments (not the run's injected context) if allowed."""
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.type": "function",
     }  # fmt: skip
     if call_id:
         attributes["gen_ai.tool.call.id"] = call_id
     if content.allowed():
-        attributes["gen_ai.tool.call.arguments"] = content.text(args)
-    context = trace.set_span_in_context(handler.span_of(parent))
-    span = tracer().start_span(f"execute_tool {name}", context=context, attributes=attributes)
-    try:
-        yield span
-    finally:
-        span.end()
+        shown = {k: v for k, v in args.items() if k != "context"} if isinstance(args, dict) else args
+        attributes["gen_ai.tool.call.arguments"] = content.text(shown)
+    return attributes
 
 
 def current_span() -> Span:

@@ -23,7 +23,7 @@ from phasegraph.nodes.context import RunContext
 from phasegraph.nodes.emit import EVENT_KEY, TRACE_KEY
 from phasegraph.nodes.errors import PhasegraphError, describe
 from phasegraph.nodes.events import ErrorEvent, Event, EventBase, Final, parse_event
-from phasegraph.nodes.logs import bind_run, unbind_run
+from phasegraph.nodes.logs import bind_run, run_fields, unbind_run
 from phasegraph.nodes.redact import redactor
 from phasegraph.nodes.telemetry.langsmith import langsmith_tracer
 from phasegraph.nodes.trace import DEFAULT_TRACES, TraceEntry, TraceStore
@@ -110,7 +110,8 @@ async def stream_graph(
     reported = False  # the graph already emitted the error event of the failure it raises
     config = _traced(config, context)
     run_trace = context.run_trace()
-    bound = bind_run(context, spec.id, config, run_trace)  # what is logged during the run carries its ids
+    fields = run_fields(context, spec.id, config, run_trace)
+    bound = bind_run(fields)  # what is logged during the run carries its ids
     try:
         # subgraphs: a protocol's subgraph (planner's plan executor) emits through its own writer
         async for _, chunk in graph.astream(
@@ -133,7 +134,7 @@ async def stream_graph(
                 try:
                     yield event
                 finally:
-                    bound = bind_run(context, spec.id, config, run_trace)
+                    bound = bind_run(fields)
     except Exception as exc:  # every failure reaches the client as one error event
         if not isinstance(exc, PhasegraphError):
             logger.exception("request %s (%s) failed", context.request_id, spec.id)

@@ -53,14 +53,10 @@ def log_format() -> LogFormat:
         raise ConfigurationError("PHASEGRAPH_LOG_FORMAT must be text or json") from exc
 
 
-def bind_run(
+def run_fields(
     context: RunContext, protocol: str, config: RunnableConfig, trace: RunTrace
 ) -> Mapping[str, str]:
-    """Give every line logged from here on (in this task and the tasks it starts) the run's ids.
-
-    ``trace`` is the run's (its root span names the trace). Returns the ids bound before, for
-    ``unbind_run`` when the run ends.
-    """
+    """The ids a line logged during the run carries (``trace``: the run's, its root names the trace)."""
     thread = str(config.get("configurable", {}).get("thread_id", ""))
     fields = {
         "request_id": context.request_id,
@@ -72,8 +68,16 @@ def bind_run(
     span = trace.root.get_span_context()
     if span.is_valid:  # spans are recorded: lines can be joined to the run's trace
         fields |= {"trace_id": format_trace_id(span.trace_id), "span_id": format_span_id(span.span_id)}
+    return MappingProxyType({k: v for k, v in fields.items() if v})
+
+
+def bind_run(fields: Mapping[str, str]) -> Mapping[str, str]:
+    """Give every line logged from here on (in this task and the tasks it starts) the run's ``fields``.
+
+    Returns the ids bound before, for ``unbind_run``.
+    """
     previous = _run_fields.get()
-    _run_fields.set(MappingProxyType({k: v for k, v in fields.items() if v}))
+    _run_fields.set(fields)
     return previous
 
 

@@ -110,9 +110,10 @@ def test_a_triggered_phase_run_reaches_langsmith_as_its_nodes_model_calls_and_to
                           "--workspace", str(workspace), "--show-tool-outputs")  # fmt: skip
     events = _events(ran)
     assert receiver.unexpected == []
-    assert {(r.method, r.path, r.headers.get("content-encoding")) for r in receiver.requests} == {
-        ("POST", "/runs/multipart", "zstd")
-    }
+    # the client compresses once its background thread has read /info; what it queued before that goes
+    # out as plain multipart, so a fast run sends both
+    assert {(r.method, r.path) for r in receiver.requests} == {("POST", "/runs/multipart")}
+    assert {r.headers.get("content-encoding") for r in receiver.requests} <= {"zstd", None}
     assert {r.headers.get("x-api-key") for r in receiver.requests} == {API_KEY}
     runs = receiver.snapshot()
     root = _trace(runs, "triggered_phase")

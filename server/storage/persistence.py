@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
@@ -31,19 +33,45 @@ async def open_checkpointer(spec: str) -> AsyncIterator[BaseCheckpointSaver[str]
             yield saver
     elif spec.startswith(("postgresql://", "postgres://")):
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-        from psycopg.errors import UniqueViolation
+        from psycopg.errors import DeadlockDetected, UniqueViolation
         from psycopg.rows import dict_row
         from psycopg_pool import AsyncConnectionPool
 
         kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
         async with AsyncConnectionPool(spec, kwargs=kwargs, min_size=1, max_size=10, open=False) as pool:
             postgres = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
-            try:
-                await postgres.setup()
-            except UniqueViolation:  # a replica starting at the same moment recorded the same migration
-                await postgres.setup()  # now it finds them recorded and has nothing left to do
+            async with _setup_lock(pool):
+                try:
+                    await postgres.setup()
+                except (UniqueViolation, DeadlockDetected):  # a process without our lock migrated meanwhile
+                    await postgres.setup()  # now it finds them recorded and has nothing left to do
             yield postgres
     else:
         raise ConfigurationError(
             f"unknown checkpointer {spec!r}: use memory, sqlite:PATH or postgresql://..."
         )
+
+
+#: Any fixed number: the Postgres advisory lock replicas take while LangGraph's saver creates its tables.
+SETUP_LOCK = 7_349_120_312
+#: Seconds between attempts to take it.
+SETUP_LOCK_POLL = 0.05
+
+
+@asynccontextmanager
+async def _setup_lock(pool: Any) -> AsyncIterator[None]:
+    """Hold the setup lock: replicas starting together migrate one after the other.
+
+    It is tried, not waited for: a session blocked on the lock would hold a snapshot that the
+    holder's ``CREATE INDEX CONCURRENTLY`` waits for, a deadlock Postgres would have to break.
+    """
+    async with pool.connection() as conn:
+        while True:
+            taken = await conn.execute("SELECT pg_try_advisory_lock(%s) AS got", (SETUP_LOCK,))
+            if (await taken.fetchone())["got"]:
+                break
+            await asyncio.sleep(SETUP_LOCK_POLL)
+        try:
+            yield
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK,))

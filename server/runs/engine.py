@@ -22,7 +22,7 @@ from phasegraph.server.runs.eventlog import EventLog
 from phasegraph.server.runs.live import LiveHub, Subscription
 from phasegraph.server.runs.protocols import Protocols, Served
 from phasegraph.server.runs.recovery import is_orphaned, new_owner_id
-from phasegraph.server.runs.wakeups import Wakeups
+from phasegraph.server.runs.wakeups import Dispatcher
 from phasegraph.server.storage.records import RequestRecord, Status
 from phasegraph.server.storage.store import RequestStore
 
@@ -59,7 +59,7 @@ class Engine:
         self.hub = LiveHub()
         self.log = EventLog(store, self.hub, self.owner)
         self.protocols = Protocols(checkpointer, settings)
-        self.wakeups: Wakeups | None = None
+        self.wakeups: Dispatcher | None = None
         self.local: dict[str, LocalRun] = {}  # request key -> the run driven here
         self.fresh: dict[str, Subscription] = {}  # new runs' subscriptions, until their stream takes them
 

@@ -1,8 +1,9 @@
 """Run manager: the one object routes drive runs through; every event is committed before it is shown.
 
 It wires the run engine's parts together and runs the background work: the event log's writer,
-the Postgres listener (``wakeups``) and the watcher, which heartbeats this process's runs, applies
-control flags other replicas stored and takes over runs whose driver died. The parts:
+the wake-ups from other processes (Postgres LISTEN/NOTIFY, or sockets on sqlite) and the watcher,
+which heartbeats this process's runs, applies control flags other replicas stored and takes over
+runs whose driver died. The parts:
 
 - ``starting``: new requests and forks; ``driving``: a run's segments between pause points;
 - ``control``: pause, resume, cancel; ``takeover``: orphaned runs;
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -26,6 +28,7 @@ from phasegraph.server.runs.driving import Driver
 from phasegraph.server.runs.engine import Engine, LocalRun
 from phasegraph.server.runs.following import STOPS, Followers
 from phasegraph.server.runs.protocols import Served
+from phasegraph.server.runs.socket_wakeups import SocketWakeups
 from phasegraph.server.runs.starting import TURN, Starter
 from phasegraph.server.runs.takeover import TakeOver
 from phasegraph.server.runs.wakeups import Wakeups
@@ -60,12 +63,19 @@ class RunManager:
         self._watcher: asyncio.Task[None] | None = None
 
     async def open(self) -> None:
-        """Start the event log, the Postgres listener, recovery of dead replicas' runs and the watcher."""
+        """Start the event log, the wake-ups, recovery of dead replicas' runs and the watcher."""
         engine = self.engine
         engine.log.start()
+        spec = self.settings.checkpointer
         if self.store.engine.dialect.name == "postgresql":
-            engine.wakeups = Wakeups(self.settings.checkpointer, engine.owner, engine.hub.poke,
-                                     self.control.on_control, engine.hub.poke_all)  # fmt: skip
+            engine.wakeups = Wakeups(spec, engine.owner, engine.hub.poke, self.control.on_control,
+                                     engine.hub.poke_all)  # fmt: skip
+        elif spec.startswith("sqlite:"):  # other workers or servers may share the file
+            wakeups = SocketWakeups(Path(spec.removeprefix("sqlite:")), engine.owner, engine.hub.poke,
+                                    self.control.on_control)  # fmt: skip
+            self.store.announce = wakeups.announce
+            engine.wakeups = wakeups
+        if engine.wakeups is not None:
             engine.wakeups.start()
         await self.takeover.recover_orphans()  # runs a dead predecessor left behind, before any client asks
         self._watcher = asyncio.create_task(self.watch(), name="run-watcher")
@@ -78,6 +88,7 @@ class RunManager:
         await self.shutdown()
         await self.engine.log.close()
         if self.engine.wakeups is not None:
+            self.store.announce = None
             await self.engine.wakeups.close()
 
     async def watch(self) -> None:

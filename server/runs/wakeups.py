@@ -23,7 +23,50 @@ logger = logging.getLogger(__name__)
 RECONNECT_SECONDS = 1.0
 
 
-class Wakeups:
+class Dispatcher:
+    """What every kind of wake-up does with a message: poke followers, or apply a control request."""
+
+    owner: str
+    on_events: Callable[[str], None]
+    on_control: Callable[[str], Coroutine[Any, Any, None]]
+    listening: bool
+
+    def __init__(
+        self,
+        owner: str,
+        on_events: Callable[[str], None],
+        on_control: Callable[[str], Coroutine[Any, Any, None]],
+    ) -> None:
+        self.owner, self.on_events, self.on_control = owner, on_events, on_control
+        self.listening = False
+        self._control: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        """Start listening (in the background)."""
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Stop listening; wait for the control requests being applied."""
+        await asyncio.gather(*self._control, return_exceptions=True)
+
+    def _dispatch(self, channel: str, payload: str) -> None:
+        if channel == CONTROL_CHANNEL:
+            task: asyncio.Task[None] = asyncio.create_task(self.on_control(payload))
+            self._control.add(task)
+            task.add_done_callback(self._control.discard)
+            return
+        try:
+            message = json.loads(payload)
+        except ValueError:
+            logger.warning("ignored a malformed notification on %s", channel)
+            return
+        if message.get("owner") == self.owner:
+            return  # our own commit: our followers had it from memory
+        for request_key in message.get("heads", {}):
+            self.on_events(request_key)
+
+
+class Wakeups(Dispatcher):
     """Listens for other replicas' commits and control requests (Postgres only)."""
 
     def __init__(
@@ -34,11 +77,9 @@ class Wakeups:
         on_control: Callable[[str], Coroutine[Any, Any, None]],
         on_reconnect: Callable[[], None],
     ) -> None:
-        self.url, self.owner = url, owner
-        self.on_events, self.on_control, self.on_reconnect = on_events, on_control, on_reconnect
-        self.listening = False
+        super().__init__(owner, on_events, on_control)
+        self.url, self.on_reconnect = url, on_reconnect
         self._task: asyncio.Task[None] | None = None
-        self._control: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
         """Start listening in the background (reconnecting for as long as the app runs)."""
@@ -49,7 +90,7 @@ class Wakeups:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        await asyncio.gather(*self._control, return_exceptions=True)
+        await super().close()
 
     async def _listen_forever(self) -> None:
         import psycopg
@@ -70,19 +111,3 @@ class Wakeups:
             finally:
                 self.listening = False
             await asyncio.sleep(RECONNECT_SECONDS)
-
-    def _dispatch(self, channel: str, payload: str) -> None:
-        if channel == CONTROL_CHANNEL:
-            task: asyncio.Task[None] = asyncio.create_task(self.on_control(payload))
-            self._control.add(task)
-            task.add_done_callback(self._control.discard)
-            return
-        try:
-            message = json.loads(payload)
-        except ValueError:
-            logger.warning("ignored a malformed notification on %s", channel)
-            return
-        if message.get("owner") == self.owner:
-            return  # our own commit: our followers had it from memory
-        for request_key in message.get("heads", {}):
-            self.on_events(request_key)

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,6 +105,9 @@ class RequestStore:
         self._guard: contextlib.AbstractAsyncContextManager[Any] = (
             asyncio.Lock() if serialize else contextlib.nullcontext()
         )
+        #: Sends a message to the other processes on this database after a commit, where the database
+        #: cannot (sqlite: ``SocketWakeups.announce``); ``None`` where it can (Postgres) or none share it.
+        self.announce: Callable[[str, str], None] | None = None
 
     @property
     def guard(self) -> contextlib.AbstractAsyncContextManager[Any]:
@@ -249,8 +253,8 @@ class RequestStore:
         Items with ``guarded`` set are written only while ``owner`` still drives their request
         (status ``running``); the keys of those refused are returned and nothing of theirs is
         written. One statement checks ownership and advances every request's ``last_seq`` (and
-        status, and the driver's heartbeat); on Postgres one notification per batch tells other
-        replicas which requests moved (delivered at commit).
+        status, and the driver's heartbeat); one notification per batch tells other replicas which
+        requests moved (Postgres delivers it at commit; on sqlite ``announce`` sends it after).
         """
         now = time.time()
         guarded = {i.request_key for i in items if i.guarded}
@@ -267,14 +271,17 @@ class RequestStore:
                 await conn.execute(events_table.insert(), events)
             if traces:
                 await conn.execute(traces_table.insert(), traces)
-            if conn.dialect.name == "postgresql" and events:
-                heads = {i.request_key: i.events[-1].seq for i in kept if i.events}
+            heads = {i.request_key: i.events[-1].seq for i in kept if i.events}
+            if conn.dialect.name == "postgresql" and heads:
                 for payload in notify_payloads(owner, heads):
                     await conn.execute(sa.select(sa.func.pg_notify(EVENTS_CHANNEL, payload)))
+        if self.announce is not None and heads:  # committed: other processes on the file may read it
+            for payload in notify_payloads(owner, heads):
+                self.announce(EVENTS_CHANNEL, payload)
         return guarded - written
 
     async def request_control(self, request_key: str, **flags: bool) -> None:
-        """Set a pause or cancel flag for the replica that drives the request, and wake it (Postgres)."""
+        """Set a pause or cancel flag for the replica that drives the request, and wake it."""
         async with self._guard, self.engine.begin() as conn:
             await conn.execute(
                 requests_table.update()
@@ -283,6 +290,8 @@ class RequestStore:
             )
             if conn.dialect.name == "postgresql":
                 await conn.execute(sa.select(sa.func.pg_notify(CONTROL_CHANNEL, request_key)))
+        if self.announce is not None:
+            self.announce(CONTROL_CHANNEL, request_key)
 
     async def heartbeat(self, request_keys: list[str], owner: str) -> list[RequestRecord]:
         """Refresh ``owner``'s heartbeat on those requests; return their records (one round trip each)."""

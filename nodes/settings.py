@@ -141,6 +141,12 @@ class ServerSettings(BaseSettings):
     max_body_bytes: int = Field(
         default=1_048_576, ge=1024, description="Largest request body accepted, checked before parsing (413)."
     )
+    workers: int | None = Field(
+        default=None,
+        ge=1,
+        description="Worker processes `phasegraph serve` runs on its one port (its --workers option wins). "
+        "Unset: one per CPU with sqlite or Postgres, one with memory (which no two processes can share).",
+    )
     on_orphan: Literal["pause", "resume"] = Field(
         default="pause",
         description="What a replica does with a run whose server died mid-run: pause it (a person "

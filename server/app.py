@@ -5,9 +5,12 @@ networks, planner, AG-UI, the LangGraph Server API, metrics, the page); runs go 
 manager (``server/runs``); everything kept lives in the database (``server/storage``).
 """
 
+import asyncio
+import multiprocessing
+import os
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
@@ -15,7 +18,6 @@ from fastapi.staticfiles import StaticFiles
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp
 
-from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.settings import ServerSettings
 from phasegraph.server.http.ag_ui import ag_ui_routes
 from phasegraph.server.http.auth import Access, access_for, parse_tokens
@@ -31,9 +33,9 @@ from phasegraph.server.http.requests import request_routes
 from phasegraph.server.http.responses import ID_PATTERN, DeclaredTooLarge, document_settings
 from phasegraph.server.http.streams import stream_routes
 from phasegraph.server.runs.manager import RunManager
-from phasegraph.server.runs.protocols import project_refusals
+from phasegraph.server.runs.preflight import check_settings
 from phasegraph.server.storage.persistence import open_checkpointer
-from phasegraph.server.storage.retention import Retention, parse_retention
+from phasegraph.server.storage.retention import Retention
 from phasegraph.server.storage.store import RequestStore
 from phasegraph.tools.networks import open_network_store
 from phasegraph.tools.planning import open_planning
@@ -80,13 +82,8 @@ def _lifespan(settings: ServerSettings) -> Any:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # An operator's mistake: refuse to start, not per request.
-        if settings.workspace and not Path(settings.workspace).is_dir():
-            raise ConfigurationError(f"PHASEGRAPH_WORKSPACE {settings.workspace!r} is not a folder")
-        retention = parse_retention(settings.retention)  # a malformed policy refuses to start, too
-        refusals = project_refusals(settings)  # and so does a malformed project file
-        if refusals:
-            raise ConfigurationError("the project file cannot be used:\n  " + "\n  ".join(refusals))
+        retention = check_settings(settings)
+        _stop_with_supervisor()
         async with open_checkpointer(settings.checkpointer) as saver:
             store = RequestStore.for_checkpointer(settings.checkpointer)
             await store.setup()
@@ -107,6 +104,24 @@ def _lifespan(settings: ServerSettings) -> Any:
                 await store.close()
 
     return lifespan
+
+
+def _stop_with_supervisor() -> None:
+    """A worker process shuts down (pausing its runs) when its supervisor dies, even by SIGKILL.
+
+    A worker left running would keep serving the port nobody manages any more; the parent's
+    sentinel, which ``multiprocessing`` hands every child it starts, becomes readable when it dies.
+    """
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.sentinel is None:  # not a worker: a single server, or a test's app
+        return
+    sentinel = parent.sentinel
+
+    def parent_died() -> None:
+        asyncio.get_running_loop().remove_reader(sentinel)
+        os.kill(os.getpid(), signal.SIGTERM)  # uvicorn's own graceful shutdown
+
+    asyncio.get_running_loop().add_reader(sentinel, parent_died)
 
 
 class _App(FastAPI):

@@ -22,6 +22,10 @@ from phasegraph.nodes.redact import redactor
 from phasegraph.nodes.settings import provider_settings, run_settings
 from phasegraph.nodes.trace import MemoryTraceStore
 
+#: Servers the tests start run one process (``phasegraph serve`` runs one worker per CPU by default), so that
+#: a test's SIGKILL stops every process that drives its runs; tests/server/test_workers.py runs several.
+os.environ.setdefault("PHASEGRAPH_WORKERS", "1")
+
 #: The key 'openai:' specs use against the fake provider (tests check it never leaks).
 PROVIDER_KEY = "sk-test-SECRET-0123456789abcdef"
 

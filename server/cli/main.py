@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 
 from phasegraph.graphs.registry import PROTOCOLS
@@ -130,6 +131,14 @@ def graph_command(protocol: Annotated[str, typer.Argument(help="Protocol id.")])
 def serve_command(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Worker processes on the one port, sharing the database (PHASEGRAPH_WORKERS). "
+            "Default: one per CPU; one with the memory checkpointer.",
+        ),
+    ] = None,
     config: ConfigOption = None,
 ) -> None:
     """Serve the HTTP API and web page (settings from PHASEGRAPH_* variables).
@@ -137,11 +146,14 @@ def serve_command(
     The project file (--config, PHASEGRAPH_CONFIG or ./phasegraph.toml) is checked first: a
     malformed one is refused with exit code 2, every problem listed.
     """
-    import uvicorn
+    from phasegraph.server.cli.serving import serve
 
     use_project(config)
-
-    uvicorn.run("phasegraph.server.app:app", host=host, port=port, log_level="info", log_config=_log_config())
+    try:
+        serve(host, port, workers, _log_config())
+    except (ConfigurationError, ValidationError) as exc:
+        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
 
 
 def _log_config() -> dict[str, Any]:

@@ -1,0 +1,52 @@
+"""``phasegraph serve``: one process, or worker processes sharing one port and one durable database.
+
+Each worker is a whole server (its own run manager, owner id and wake-ups); they coordinate through
+the database exactly as replicas do, so any worker may answer any request. The supervisor checks the
+settings and migrates the database once before it starts them: a worker that could not start would
+be restarted forever, and workers migrating the same sqlite file at once would trip over each other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from phasegraph.nodes.errors import ConfigurationError
+from phasegraph.nodes.settings import ServerSettings
+from phasegraph.server.runs.preflight import check_settings, prepare_database
+
+APP = "phasegraph.server.app:app"
+#: How long the supervisor waits for a worker to answer its health check before it replaces the worker: a
+#: starting worker imports LangChain and LangGraph first (over uvicorn's 5 s on a busy machine).
+HEALTH_CHECK_SECONDS = 30
+
+
+def worker_count(settings: ServerSettings, asked: int | None) -> int:
+    """How many workers to run: ``asked``, else ``PHASEGRAPH_WORKERS``, else one per CPU when they can share.
+
+    Raises:
+        ConfigurationError: several workers asked for on the ``memory`` checkpointer.
+    """
+    count = asked or settings.workers
+    if settings.checkpointer == "memory":
+        if count is not None and count > 1:
+            raise ConfigurationError(
+                f"{count} workers cannot share the memory checkpointer (each process would have its "
+                "own): use PHASEGRAPH_CHECKPOINTER=sqlite:PATH or postgresql://..., or one worker"
+            )
+        return 1
+    return count or os.cpu_count() or 1
+
+
+def serve(host: str, port: int, workers: int | None, log_config: dict[str, Any]) -> None:
+    """Serve the app on ``host:port`` with the worker processes ``worker_count`` decides."""
+    import uvicorn
+
+    settings = ServerSettings()
+    count = worker_count(settings, workers)
+    if count > 1:
+        check_settings(settings)
+        asyncio.run(prepare_database(settings))
+    uvicorn.run(APP, host=host, port=port, workers=count, log_level="info", log_config=log_config,
+                timeout_worker_healthcheck=HEALTH_CHECK_SECONDS)  # fmt: skip

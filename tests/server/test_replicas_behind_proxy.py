@@ -111,20 +111,17 @@ def _script(directory: Path, name: str) -> str:
 
 
 def _replicas(servers: Any, env: dict[str, str], folder: Path) -> list[Server]:
-    """Start the replicas: the first alone (it sets the database up), then the others side by side.
+    """Start the replicas side by side on the fresh database (they take turns at its set-up).
 
-    Replicas that all start at once on a fresh database can deadlock in LangGraph's checkpointer
-    set-up (its migrations create indexes concurrently), so the first one migrates alone. The next
-    one is started once the one before has named its log (``servers`` names each by its number).
+    The next one is started once the one before has named its log (``servers`` names each by its number).
     """
-    first = servers(**env)
-    with ThreadPoolExecutor(REPLICAS - 1) as pool:
+    with ThreadPoolExecutor(REPLICAS) as pool:
         starting = []
-        for number in range(1, REPLICAS):
+        for number in range(REPLICAS):
             starting.append(pool.submit(servers, **env))
             named = folder / f"server-{number}.log"
             _wait(named.exists, "a replica never began to start")
-        return [first, *(replica.result(timeout=2 * START_SECONDS) for replica in starting)]
+        return [replica.result(timeout=2 * START_SECONDS) for replica in starting]
 
 
 @pytest.fixture

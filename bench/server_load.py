@@ -15,12 +15,9 @@ import asyncio
 import json
 import math
 import os
-import socket
-import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -30,6 +27,8 @@ import httpx
 from langgraph_sdk.client import LangGraphClient
 
 from bench.harness import Figure, Row, Side
+from bench.overhead import postgres_reachable, postgres_url
+from bench.processes import errors_in, free_port, fresh_database, peak_rss_mib, server
 from phasegraph.graphs.run import run
 from phasegraph.nodes.emit import EVENT_KEY
 from phasegraph.nodes.events import Event, parse_event
@@ -41,12 +40,17 @@ PHASEGRAPH = Path(sys.executable).parent / "phasegraph"
 LANGGRAPH = ROOT / ".venv-studio" / "bin" / "langgraph"
 JOBS_PER_WORKER = 500
 STUDIO = f"langgraph dev (inmem, --n-jobs-per-worker {JOBS_PER_WORKER})"
-PHASEGRAPH_SIDE = "phasegraph serve (sqlite)"
-PHASEGRAPH_EXIT = "phasegraph serve (sqlite, durability=exit)"
+#: What ``phasegraph serve`` runs by default: a worker per CPU.
+WORKERS = os.cpu_count() or 1
+PHASEGRAPH_SIDE = "phasegraph serve (sqlite, 1 worker)"
+PHASEGRAPH_EXIT = "phasegraph serve (sqlite, 1 worker, durability=exit)"
+WORKERS_SIDE = f"phasegraph serve (sqlite, {WORKERS} workers)"
+POSTGRES_SIDE = f"phasegraph serve (Postgres, {WORKERS} workers)"
+#: Issue 28's goal, at these levels, for the sides with a worker per CPU.
+LEAD_LEVELS = (200, 500)
 #: Ten words: the scripted model streams each (with its space) as one chunk, then a closing chunk.
 ANSWER = "The roadmap has two milestones, in March and in June."
 MESSAGE = "Summarise the roadmap."
-START_SECONDS = 60
 OFFLINE = {
     "LANGGRAPH_CLI_NO_ANALYTICS": "1",
     "LANGSMITH_TRACING": "false",
@@ -112,9 +116,16 @@ async def server_rows(quick: bool, workdir: Path) -> list[Row]:
     script.write_text(json.dumps({"turns": turns, "repeat_last": True, "chunk_delay_ms": 20}), "utf-8")
     spec = f"scripted:{script}"
     expected = len((await run("triggered_phase", MESSAGE, model=spec, workspace=str(DEMO_WORKSPACE))).events)
+    postgres = not quick and await postgres_reachable(postgres_url())
     rows = []
     for n in levels:
         loads = {PHASEGRAPH_SIDE: await _phasegraph_load(n, cap, workdir, spec)}
+        if WORKERS > 1:
+            loads[WORKERS_SIDE] = await _phasegraph_load(n, cap, workdir, spec, workers=WORKERS)
+        if postgres:
+            async with fresh_database(postgres_url()) as database:
+                loads[POSTGRES_SIDE] = await _phasegraph_load(n, cap, workdir, spec, workers=WORKERS,
+                                                              database=database)  # fmt: skip
         if not quick:  # the same server saving checkpoints only at pause points (PHASEGRAPH_DURABILITY)
             loads[PHASEGRAPH_EXIT] = await _phasegraph_load(n, cap, workdir, spec, durability="exit")
         if LANGGRAPH.exists():
@@ -129,8 +140,9 @@ def _row(n: int, cap: float, expected: int, loads: dict[str, Load]) -> Row:
         title=f"Server under load, N={n}",
         workload=f"{n} concurrent triggered_phase runs, each streamed to its own client; scripted model: "
         f"10 text chunks and a closing one, each 20 ms after the last, no tool call (an ideal run takes "
-        f"0.22 s, {expected} events); phasegraph with its default durability (async) and with "
-        "PHASEGRAPH_DURABILITY=exit (checkpoints at pause points only); "
+        f"0.22 s, {expected} events); phasegraph in one process and with its default of a worker per CPU "
+        f"({WORKERS}, on sqlite and on a fresh Postgres database), with its default durability (async) "
+        "and with PHASEGRAPH_DURABILITY=exit (checkpoints at pause points only); "
         "phasegraph: httpx POST /api/runs/triggered_phase/stream (SSE); langgraph dev: langgraph-sdk "
         "runs.stream(stream_mode='custom'), stateless runs (its in-memory queue polls for runs every "
         "0.5-1 s); loopback, a fresh server per level and side, one warm-up run; each client reads its "
@@ -151,7 +163,7 @@ def _row(n: int, cap: float, expected: int, loads: dict[str, Load]) -> Row:
         if failed := [r.error for r in load.records if r.error]:
             notes.append(f"{name}: {len(failed)} runs failed, the first with {failed[0][:200]}")
     row.sides.sort(key=lambda side: side.name != row.anchor)
-    notes.append(_goal(row, n))
+    notes += [_goal(row, n), *_lead(row, n)]
     row.note = "; ".join(note for note in notes if note)
     return row
 
@@ -180,6 +192,28 @@ def _goal(row: Row, n: int) -> str:
     met = p99 <= 0.5 and rate >= 2
     verdict = "met" if met else "missed"
     return f"goal: p99 <= 0.5x and runs/s >= 2x langgraph dev: p99 {p99:.2f}x, runs/s {rate:.2f}x, {verdict}"
+
+
+def _lead(row: Row, n: int) -> list[str]:
+    """Issue 28's goal for the sides with a worker per CPU: p99 <= 0.5x and runs/s >= 2x langgraph dev."""
+    if n not in LEAD_LEVELS:
+        return []
+    sides = [side for side in (WORKERS_SIDE, POSTGRES_SIDE) if side in {s.name for s in row.sides}]
+    if row.anchor != STUDIO:
+        return ["goal (workers): p99 <= 0.5x and runs/s >= 2x langgraph dev: not checked, no anchor"]
+    anchor = row.side(STUDIO).figures
+    verdicts = []
+    for name in sides:
+        mine = row.side(name).figures
+        p99 = _value(mine["p99 latency"]) / max(_value(anchor["p99 latency"]), 1e-9)
+        rate = _value(mine["runs/s"]) / max(_value(anchor["runs/s"]), 1e-9)
+        clean = _value(mine["events lost"]) == 0 and _value(mine["completed"]) == n
+        met = p99 <= 0.5 and rate >= 2 and clean
+        verdicts.append(
+            f"goal: {name} p99 <= 0.5x and runs/s >= 2x langgraph dev, none lost: p99 {p99:.2f}x, "
+            f"runs/s {rate:.2f}x, {int(_value(mine['events lost']))} lost, {'met' if met else 'missed'}"
+        )
+    return verdicts
 
 
 def _value(figure: Figure) -> float:
@@ -212,17 +246,23 @@ def _figures(load: Load, n: int, cap: float, expected: int, lost_by_seq: bool) -
     }
 
 
-async def _phasegraph_load(n: int, cap: float, workdir: Path, spec: str, durability: str = "async") -> Load:
+async def _phasegraph_load(
+    n: int, cap: float, workdir: Path, spec: str, durability: str = "async", workers: int = 1,
+    database: str | None = None,
+) -> Load:  # fmt: skip
+    name = f"{n}-{durability}-{workers}{'-postgres' if database else ''}"
     env = {
-        "PHASEGRAPH_CHECKPOINTER": f"sqlite:{workdir / f'server-load-{n}-{durability}.db'}",
+        "PHASEGRAPH_CHECKPOINTER": database or f"sqlite:{workdir / f'server-load-{name}.db'}",
+        "PHASEGRAPH_WORKERS": str(workers),
         "PHASEGRAPH_DURABILITY": durability,
         "PHASEGRAPH_MODEL": spec,
         "PHASEGRAPH_WORKSPACE": str(DEMO_WORKSPACE),
         "PHASEGRAPH_TWO_STAGE_ENABLED": "true",
     }
     command = [str(PHASEGRAPH), "serve", "--host", "127.0.0.1"]
-    log = workdir / f"phasegraph-{n}-{durability}.log"
-    return await _load(n, cap, log, command, env, "/healthz", lambda client: partial(_phasegraph_run, client))
+    log = workdir / f"phasegraph-{name}.log"
+    return await _load(n, cap, log, command, env, "/healthz", lambda client: partial(_phasegraph_run, client),
+                       starts=workers)  # fmt: skip
 
 
 async def _phasegraph_run(client: httpx.AsyncClient, record: Record) -> None:
@@ -274,15 +314,16 @@ async def _load(
     env: dict[str, str],
     health: str,
     runs: Callable[[httpx.AsyncClient], OneRun],
+    starts: int = 0,
 ) -> Load:
-    """Start the server, put the load on it, read its peak memory, stop it."""
-    port = _free_port()
+    """Start the server (and its ``starts`` workers), put the load on it, read its peak memory, stop it."""
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
-    async with _server([*command, "--port", str(port)], env, log, url + health) as process:
+    async with server([*command, "--port", str(port)], env, log, url + health, starts) as process:
         limits = httpx.Limits(max_connections=n + 8, max_keepalive_connections=n + 8)
         async with httpx.AsyncClient(base_url=url, limits=limits, timeout=httpx.Timeout(cap)) as client:
             records, seconds = await _drive(n, cap, runs(client))
-        return Load(records, seconds, _peak_rss_mib(process.pid), _errors_in(log))
+        return Load(records, seconds, peak_rss_mib(process.pid), errors_in(log))
 
 
 async def _drive(n: int, cap: float, one_run: OneRun, warm: bool = False) -> tuple[list[Record], float]:
@@ -313,65 +354,3 @@ async def _to_end(one_run: OneRun, record: Record) -> None:
     record.closed = time.perf_counter() - record.started
     if record.latency is None:
         raise RuntimeError("the stream ended without a final event")
-
-
-@asynccontextmanager
-async def _server(
-    command: list[str], env: dict[str, str], log: Path, health: str
-) -> AsyncIterator[subprocess.Popen[bytes]]:
-    """Start a server in ``log``'s folder, wait until ``health`` answers 200; always stop it."""
-    with log.open("ab") as out:
-        process = subprocess.Popen(command, cwd=log.parent, env={**os.environ, **env}, stdout=out, stderr=out)
-    try:
-        await _wait_until_up(process, health, log)
-        yield process
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-
-
-async def _wait_until_up(process: subprocess.Popen[bytes], health: str, log: Path) -> None:
-    deadline = time.monotonic() + START_SECONDS
-    async with httpx.AsyncClient(timeout=1) as client:
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise RuntimeError(f"server of {log.name} exited early:\n{log.read_text()[-2000:]}")
-            try:
-                if (await client.get(health)).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass  # not listening yet
-            await asyncio.sleep(0.1)
-    raise RuntimeError(f"server of {log.name} not up in {START_SECONDS} s:\n{log.read_text()[-2000:]}")
-
-
-def _peak_rss_mib(pid: int) -> float:
-    """VmHWM of the process and of every descendant still alive, summed, in MiB."""
-    total_kib, todo = 0, [pid]
-    while todo:
-        proc = Path(f"/proc/{todo.pop()}")
-        for path in [proc / "status", *proc.glob("task/*/children")]:
-            try:  # a thread or a child may end while we read
-                text = path.read_text()
-            except OSError:
-                continue
-            if path.name == "children":
-                todo += [int(child) for child in text.split()]
-            elif peak := [line for line in text.splitlines() if line.startswith("VmHWM:")]:
-                total_kib += int(peak[0].split()[1])
-    return total_kib / 1024
-
-
-def _errors_in(log: Path) -> int:
-    lines = log.read_text(errors="replace").splitlines()
-    return sum(1 for line in lines if "ERROR" in line or "Traceback" in line)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])

@@ -57,3 +57,22 @@ def test_the_500_run_goal_needs_every_run_to_complete_not_only_no_seq_gaps():
 
     assert _goal(row(500), 500).endswith(": met")
     assert _goal(row(400), 500).endswith(": missed")  # runs cut at the cap lose their tail unseen
+
+
+def test_the_workers_goal_compares_each_worker_side_with_langgraph_dev_and_needs_every_event():
+    from bench.harness import Figure, Row, Side
+    from bench.server_load import POSTGRES_SIDE, STUDIO, WORKERS_SIDE, _lead
+
+    def side(name: str, p99: float, rate: float, lost: int = 0) -> Side:
+        figures = {"p99 latency": Figure(p99, "s"), "runs/s": Figure(rate), "events lost": Figure(lost),
+                   "completed": Figure(200)}  # fmt: skip
+        return Side(name, figures)
+
+    sides = [side(STUDIO, 10.0, 20.0), side(WORKERS_SIDE, 4.0, 41.0), side(POSTGRES_SIDE, 6.0, 41.0)]
+    row = Row("4", "N=200", "", STUDIO, "p50 latency", sides)
+    sqlite, postgres = _lead(row, 200)
+    assert sqlite.startswith(f"goal: {WORKERS_SIDE}") and "p99 0.40x, runs/s 2.05x, 0 lost, met" in sqlite
+    assert "p99 0.60x, runs/s 2.05x, 0 lost, missed" in postgres  # p99 over half the anchor's
+    row.sides[1] = side(WORKERS_SIDE, 4.0, 41.0, lost=3)
+    assert _lead(row, 200)[0].endswith("3 lost, missed")
+    assert _lead(row, 50) == []  # the goal is set at N = 200 and 500 only

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
-from typing import Literal
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Literal, TypeVar
 
 import anyio
-from fastapi.sse import EventSourceResponse, ServerSentEvent, format_sse_event
+from fastapi.sse import KEEPALIVE_COMMENT, EventSourceResponse, ServerSentEvent, format_sse_event
 
 from phasegraph.nodes.errors import ConflictError
 from phasegraph.nodes.events import Event
 from phasegraph.server.runs.manager import RunManager
 from phasegraph.server.storage.records import RequestRecord
+
+T = TypeVar("T")
 
 
 def to_sse(event: Event) -> ServerSentEvent:
@@ -21,14 +23,41 @@ def to_sse(event: Event) -> ServerSentEvent:
     return ServerSentEvent(event=event.type, id=str(event.seq), raw_data=event.to_json())
 
 
+def frame(event: Event) -> bytes:
+    """``to_sse(event)`` in the SSE wire format, without building the part first.
+
+    The same bytes ``encode(to_sse(event))`` gives: an event's type is one word and its JSON has no
+    line break (JSON escapes them), so neither needs splitting into lines.
+    """
+    return f"event: {event.type}\ndata: {event.to_json()}\nid: {event.seq}\n\n".encode()
+
+
 async def follow_sse(
     manager: RunManager, record: RequestRecord, after: int, on_disconnect: str
 ) -> AsyncIterator[ServerSentEvent]:
     """Follow a request as SSE; a dropped connection pauses the run unless told to continue."""
+    async for part in _follow(manager, record, after, on_disconnect, to_sse):
+        yield part
+
+
+def stream_events(
+    manager: RunManager, record: RequestRecord, after: int, on_disconnect: str, headers: Mapping[str, str]
+) -> EventSourceResponse:
+    """``follow_sse`` as a response, each event encoded once and those ready together sent in one write.
+
+    Keep-alives are what these routes sent when FastAPI streamed them: ``: ping`` every 15 s.
+    """
+    events = _follow(manager, record, after, on_disconnect, frame)
+    return sse_response(events, headers, keepalive=PING, every=PING_SECONDS)
+
+
+async def _follow(
+    manager: RunManager, record: RequestRecord, after: int, on_disconnect: str, shape: Callable[[Event], T]
+) -> AsyncIterator[T]:
     finished = False
     try:
         async for event in manager.follow(record, after):
-            yield to_sse(event)
+            yield shape(event)
         finished = True
     finally:
         if not finished and on_disconnect == "stop":
@@ -53,6 +82,10 @@ KEEPALIVE_SECONDS = 5.0
 #: A keep-alive: one SSE comment line and no blank line after it, so no client parser dispatches an
 #: event for it (a blank line would: the JS SDK's repeats the last ``id`` with an empty event name).
 KEEPALIVE = b": heartbeat\n"
+#: The keep-alive and its interval of FastAPI's own SSE responses, which the native run routes keep.
+PING, PING_SECONDS = KEEPALIVE_COMMENT, 15.0
+#: Encoded bytes a stream's reader may hold for its writer before it waits for the client to read them.
+BUFFER_BYTES = 64 * 1024
 #: What every stream answers with besides its content type (no proxy buffering, no cache).
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 #: The OpenAPI answer of a route streaming with ``sse_response`` (``response_class=StreamingResponse``).
@@ -75,10 +108,15 @@ SSE_DOC = {
 
 
 def sse_response(
-    parts: AsyncIterator[ServerSentEvent], headers: Mapping[str, str] | None = None
+    parts: AsyncIterator[ServerSentEvent] | AsyncIterator[bytes],
+    headers: Mapping[str, str] | None = None,
+    *,
+    keepalive: bytes = KEEPALIVE,
+    every: float = KEEPALIVE_SECONDS,
 ) -> EventSourceResponse:
-    """Stream ``parts`` as SSE, with a keep-alive comment line after each quiet ``KEEPALIVE_SECONDS``."""
-    return EventSourceResponse(_with_keepalives(parts), headers={**STREAM_HEADERS, **(headers or {})})
+    """Stream ``parts`` (or their encoded bytes) as SSE, with ``keepalive`` after each quiet ``every`` s."""
+    content = _with_keepalives(parts, keepalive, every)
+    return EventSourceResponse(content, headers={**STREAM_HEADERS, **(headers or {})})
 
 
 def encode(part: ServerSentEvent) -> bytes:
@@ -88,40 +126,103 @@ def encode(part: ServerSentEvent) -> bytes:
     )
 
 
-async def _with_keepalives(parts: AsyncIterator[ServerSentEvent]) -> AsyncIterator[bytes]:
+class _Relay:
+    """Encoded parts handed from the task reading them to the response writing them, in batches."""
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+        self.size = 0
+        self.ended = False
+        self.failure: Exception | None = None
+        self._waiter: asyncio.Future[None] | None = None  # of whichever side waits for the other
+
+    def put(self, data: bytes) -> None:
+        self.frames.append(data)
+        self.size += len(data)
+        self._wake()
+
+    def end(self, failure: Exception | None) -> None:
+        self.ended, self.failure = True, failure
+        self._wake()
+
+    def take(self) -> bytes:
+        """Everything ready, as one chunk; the reader may go on."""
+        data = self.frames[0] if len(self.frames) == 1 else b"".join(self.frames)
+        self.frames.clear()
+        self.size = 0
+        self._wake()
+        return data
+
+    async def ready(self, timeout: float) -> bool:
+        """Wait until something is ready (or the parts ended); False after ``timeout`` s of nothing."""
+        if self.frames or self.ended:
+            return True
+        await self._wait(timeout)
+        return bool(self.frames) or self.ended
+
+    async def room(self) -> None:
+        """Wait until the writer has taken what is ready (the client is slower than the parts)."""
+        while self.size >= BUFFER_BYTES:
+            await self._wait(None)
+
+    async def _wait(self, timeout: float | None) -> None:
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timer = None if timeout is None else loop.call_later(timeout, _resolve, waiter)
+        try:
+            await waiter
+        finally:
+            if self._waiter is waiter:  # the other side may wait by now: its waiter stays
+                self._waiter = None
+            if timer is not None:
+                timer.cancel()
+
+    def _wake(self) -> None:
+        if self._waiter is not None:
+            _resolve(self._waiter)
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+async def _with_keepalives(
+    parts: AsyncIterator[ServerSentEvent] | AsyncIterator[bytes], keepalive: bytes, every: float
+) -> AsyncIterator[bytes]:
     """The encoded parts, read by a task of their own so a quiet stream can send keep-alives.
 
+    Whatever the reader has ready when the response writes goes in one chunk (a commit hands a
+    follower all its events at once); the reader holds at most ``BUFFER_BYTES`` before it waits.
     When the client goes, the task is cancelled and waited for: what ``parts`` does on its way
     out (cancel a run its client asked to cancel on disconnect) is done before the response ends.
     """
-    queue: asyncio.Queue[bytes | Exception | None] = asyncio.Queue(maxsize=1)
+    relay = _Relay()
 
     async def read() -> None:
         try:
             async for part in parts:
-                await queue.put(encode(part))
+                relay.put(part if isinstance(part, bytes) else encode(part))
+                if relay.size >= BUFFER_BYTES:
+                    await relay.room()
         except Exception as exc:  # the stream's failure, raised where the response is written
-            await queue.put(exc)
-        await queue.put(None)
+            relay.end(exc)
+        else:
+            relay.end(None)
 
     reader = asyncio.create_task(read())
-    waiting: asyncio.Future[bytes | Exception | None] | None = None
     try:
         while True:
-            waiting = waiting or asyncio.ensure_future(queue.get())
-            done, _ = await asyncio.wait({waiting}, timeout=KEEPALIVE_SECONDS)
-            if not done:
-                yield KEEPALIVE
+            if not await relay.ready(every):
+                yield keepalive
                 continue
-            item, waiting = waiting.result(), None
-            if item is None:
+            if relay.frames:
+                yield relay.take()
+            elif relay.failure is not None:
+                raise relay.failure
+            else:
                 return
-            if isinstance(item, Exception):
-                raise item
-            yield item
     finally:
-        for task in (waiting, reader):
-            if task is not None:
-                task.cancel()
+        reader.cancel()
         with anyio.CancelScope(shield=True), contextlib.suppress(asyncio.CancelledError):
             await reader

@@ -5,12 +5,12 @@ route and its resume. Runs start in dependencies, so bad input gets a proper sta
 begins.
 """
 
-from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi import Path as PathParam
-from fastapi.sse import EventSourceResponse, ServerSentEvent
+from fastapi.responses import StreamingResponse
+from fastapi.sse import EventSourceResponse
 
 from phasegraph.graphs.registry import PROTOCOLS
 from phasegraph.nodes.errors import NotFoundError
@@ -19,7 +19,7 @@ from phasegraph.server.http.auth import Access, Caller
 from phasegraph.server.http.bodies import ChatRequest, ResumeRequest, RunRequest
 from phasegraph.server.http.requests import resume_visible
 from phasegraph.server.http.responses import STARTS, ProtocolInfo, errors
-from phasegraph.server.http.sse import follow_sse
+from phasegraph.server.http.sse import SSE_DOC, stream_events
 from phasegraph.server.runs.manager import manager_of
 from phasegraph.server.runs.stops import checked_stops
 from phasegraph.server.storage.records import RequestRecord
@@ -82,43 +82,46 @@ def stream_routes(caller: Caller) -> APIRouter:
             for s in PROTOCOLS.values()
         ]
 
-    @router.post("/api/runs/{protocol}/stream", response_class=EventSourceResponse, responses=errors(*STARTS))
+    @router.post("/api/runs/{protocol}/stream", response_class=StreamingResponse, responses=SSE_STARTS)
     async def run_stream(
-        body: RunRequest, request: Request, record: Annotated[RequestRecord, Depends(by_path)]
-    ) -> AsyncIterator[ServerSentEvent]:
-        async for item in follow_sse(manager_of(request), record, 0, body.on_disconnect):
-            yield item
+        body: RunRequest, request: Request, response: Response,
+        record: Annotated[RequestRecord, Depends(by_path)],
+    ) -> EventSourceResponse:  # fmt: skip
+        return stream_events(manager_of(request), record, 0, body.on_disconnect, response.headers)
 
-    @router.post(FALLBACK_ROUTE, response_class=EventSourceResponse, responses=errors(*STARTS))
+    @router.post(FALLBACK_ROUTE, response_class=StreamingResponse, responses=SSE_STARTS)
     async def chat_messages(
-        body: ChatRequest, request: Request, record: Annotated[RequestRecord, Depends(starter("unified"))]
-    ) -> AsyncIterator[ServerSentEvent]:
-        async for item in follow_sse(manager_of(request), record, 0, body.on_disconnect):
-            yield item
+        body: ChatRequest, request: Request, response: Response,
+        record: Annotated[RequestRecord, Depends(starter("unified"))],
+    ) -> EventSourceResponse:  # fmt: skip
+        return stream_events(manager_of(request), record, 0, body.on_disconnect, response.headers)
 
-    @router.post(
-        "/api/chat/messages_two_stage", response_class=EventSourceResponse, responses=errors(*STARTS)
-    )
+    @router.post("/api/chat/messages_two_stage", response_class=StreamingResponse, responses=SSE_STARTS)
     async def chat_two_stage(
-        body: ChatRequest,
-        request: Request,
+        body: ChatRequest, request: Request, response: Response,
         record: Annotated[RequestRecord, Depends(starter("triggered_phase", two_stage=True))],
-    ) -> AsyncIterator[ServerSentEvent]:
-        async for item in follow_sse(manager_of(request), record, 0, body.on_disconnect):
-            yield item
+    ) -> EventSourceResponse:  # fmt: skip
+        return stream_events(manager_of(request), record, 0, body.on_disconnect, response.headers)
 
     @router.post(
         "/api/chat/messages_two_stage/resume",
-        response_class=EventSourceResponse,
-        responses=errors(400, 404, 409, 413),
+        response_class=StreamingResponse,
+        responses=_sse_doc(errors(400, 404, 409, 413)),
     )
     async def resume(
-        request: Request, record: Annotated[RequestRecord, Depends(resumed)]
-    ) -> AsyncIterator[ServerSentEvent]:
-        async for item in follow_sse(manager_of(request), record, record.last_seq, "stop"):
-            yield item
+        request: Request, response: Response, record: Annotated[RequestRecord, Depends(resumed)]
+    ) -> EventSourceResponse:
+        return stream_events(manager_of(request), record, record.last_seq, "stop", response.headers)
 
     return router
+
+
+def _sse_doc(answers: dict[int | str, dict[str, Any]]) -> dict[int | str, dict[str, Any]]:
+    """The routes' error answers, and the SSE answer FastAPI documents for a route that yields events."""
+    return {200: {**SSE_DOC, "description": "Successful Response"}, **answers}
+
+
+SSE_STARTS = _sse_doc(errors(*STARTS))
 
 
 def _require_two_stage(request: Request) -> None:

@@ -196,20 +196,26 @@ def test_the_default_is_a_worker_per_cpu_and_memory_refuses_more_than_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.delenv("PHASEGRAPH_WORKERS")
-    refused = subprocess.run(
-        [PHASEGRAPH, "serve", "--workers", "2"], env={**os.environ, "PHASEGRAPH_CHECKPOINTER": "memory"},
-        capture_output=True, text=True, timeout=60, cwd=tmp_path,
-    )  # fmt: skip
+
+    def serve(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        command = [PHASEGRAPH, "serve", *args]
+        return subprocess.run(command, env={**os.environ, **env}, capture_output=True, text=True, timeout=60,
+                              cwd=tmp_path)  # fmt: skip
+
+    refused = serve("--workers", "2", PHASEGRAPH_CHECKPOINTER="memory")
     assert refused.returncode == 2
     assert "2 workers cannot share the memory checkpointer" in refused.stderr
-    bad = subprocess.run([PHASEGRAPH, "serve"], env={**os.environ, "PHASEGRAPH_WORKERS": "0"},
-                         capture_output=True, text=True, timeout=60, cwd=tmp_path)  # fmt: skip
+    bad = serve(PHASEGRAPH_WORKERS="0")
     assert bad.returncode == 2 and "workers" in bad.stderr
+    missing = tmp_path / "missing"  # checked once, in the supervisor, not by workers restarted forever
+    refused = serve("--workers", "2", PHASEGRAPH_WORKSPACE=str(missing))
+    assert refused.returncode == 2 and f"{str(missing)!r} is not a folder" in refused.stderr
     database = tmp_path / "default.db"
     server = Server(env={"PHASEGRAPH_CHECKPOINTER": f"sqlite:{database}"}, log=tmp_path / "server.log")
     try:
-        _all_started(server.start(), os.cpu_count() or 1)
-        assert len(_workers(server)) == os.cpu_count()
+        cpus = os.cpu_count() or 1
+        _all_started(server.start(), cpus)
+        assert len(_workers(server)) == (cpus if cpus > 1 else 0)  # one worker is the supervisor itself
     finally:
         server.stop()
     with sqlite3.connect(database) as conn:  # the supervisor made the tables before it started the workers

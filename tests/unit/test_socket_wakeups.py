@@ -84,3 +84,4 @@ async def test_a_dead_process_socket_is_removed_and_a_malformed_message_is_ignor
     finally:
         await a.close()
         await b.close()
+

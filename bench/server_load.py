@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import sys
 import time
 from collections.abc import Callable, Coroutine
@@ -33,6 +32,7 @@ from phasegraph.graphs.run import run
 from phasegraph.nodes.emit import EVENT_KEY
 from phasegraph.nodes.events import Event, parse_event
 from phasegraph.nodes.models import DEMO_WORKSPACE
+from phasegraph.server.cli.serving import usable_cpus
 
 ROOT = Path(__file__).parents[1]
 PHASEGRAPH = Path(sys.executable).parent / "phasegraph"
@@ -41,7 +41,7 @@ LANGGRAPH = ROOT / ".venv-studio" / "bin" / "langgraph"
 JOBS_PER_WORKER = 500
 STUDIO = f"langgraph dev (inmem, --n-jobs-per-worker {JOBS_PER_WORKER})"
 #: What ``phasegraph serve`` runs by default: a worker per CPU.
-WORKERS = os.cpu_count() or 1
+WORKERS = usable_cpus()
 PHASEGRAPH_SIDE = "phasegraph serve (sqlite, 1 worker)"
 PHASEGRAPH_EXIT = "phasegraph serve (sqlite, 1 worker, durability=exit)"
 WORKERS_SIDE = f"phasegraph serve (sqlite, {WORKERS} workers)"

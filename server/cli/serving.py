@@ -36,7 +36,15 @@ def worker_count(settings: ServerSettings, asked: int | None) -> int:
                 "own): use PHASEGRAPH_CHECKPOINTER=sqlite:PATH or postgresql://..., or one worker"
             )
         return 1
-    return count or os.cpu_count() or 1
+    return count or usable_cpus()
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, which a container's cpuset limits), not the host's."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # no affinity on this platform (macOS)
+        return os.cpu_count() or 1
 
 
 def serve(host: str, port: int, workers: int | None, log_config: dict[str, Any]) -> None:

@@ -17,6 +17,7 @@ import hashlib
 import logging
 import os
 import socket
+import stat
 import tempfile
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -41,6 +42,13 @@ def wake_folder(database: Path) -> Path:
     return Path(tempfile.gettempdir()) / f"phasegraph-{os.getuid()}-{digest}"
 
 
+def _check_private(folder: Path) -> None:
+    """Refuse a folder that is not this user's own private one (another user could read our messages)."""
+    found = folder.lstat()
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or stat.S_IMODE(found.st_mode) & 0o077:
+        raise PermissionError(f"{folder} is not a private folder of this user")
+
+
 class SocketWakeups(Dispatcher):
     """Wakes the other processes on a sqlite file, and is woken by them."""
 
@@ -57,20 +65,32 @@ class SocketWakeups(Dispatcher):
         self._socket: socket.socket | None = None
 
     def start(self) -> None:
-        """Bind this process's socket and read it on the event loop."""
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        for attempt in range(3):
-            self.folder.mkdir(mode=0o700, exist_ok=True)
-            try:
-                sock.bind(str(self.path))
-                break
-            except FileNotFoundError:  # the last other process removed the folder meanwhile
-                if attempt == 2:
-                    sock.close()
-                    raise
-        sock.setblocking(False)
+        """Bind this process's socket and read it on the event loop; without one, followers poll."""
+        try:
+            sock = self._bind()
+        except OSError as exc:  # a read-only or foreign temporary folder, a path too long: poll instead
+            logger.warning("cannot wake other processes on this database (%s); they poll it instead", exc)
+            return
         self._socket = sock
         asyncio.get_running_loop().add_reader(sock.fileno(), self._read)
+
+    def _bind(self) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            for attempt in range(3):
+                self.folder.mkdir(mode=0o700, exist_ok=True)
+                _check_private(self.folder)
+                try:
+                    sock.bind(str(self.path))
+                    break
+                except FileNotFoundError:  # the last other process removed the folder meanwhile
+                    if attempt == 2:
+                        raise
+        except OSError:
+            sock.close()
+            raise
+        sock.setblocking(False)
+        return sock
 
     async def close(self) -> None:
         """Stop reading and remove this process's socket."""

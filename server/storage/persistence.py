@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -12,6 +14,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
 from phasegraph.nodes.errors import ConfigurationError
+
+logger = logging.getLogger(__name__)
 
 
 @asynccontextmanager
@@ -54,8 +58,8 @@ async def open_checkpointer(spec: str) -> AsyncIterator[BaseCheckpointSaver[str]
 
 #: Any fixed number: the Postgres advisory lock replicas take while LangGraph's saver creates its tables.
 SETUP_LOCK = 7_349_120_312
-#: Seconds between attempts to take it.
-SETUP_LOCK_POLL = 0.05
+#: Seconds between attempts to take it, and after which waiting for it is logged.
+SETUP_LOCK_POLL, SETUP_LOCK_WARN = 0.05, 30.0
 
 
 @asynccontextmanager
@@ -65,13 +69,21 @@ async def _setup_lock(pool: Any) -> AsyncIterator[None]:
     It is tried, not waited for: a session blocked on the lock would hold a snapshot that the
     holder's ``CREATE INDEX CONCURRENTLY`` waits for, a deadlock Postgres would have to break.
     """
+    import psycopg
+
     async with pool.connection() as conn:
+        waited, warned = 0.0, False
         while True:
             taken = await conn.execute("SELECT pg_try_advisory_lock(%s) AS got", (SETUP_LOCK,))
             if (await taken.fetchone())["got"]:
                 break
+            if waited >= SETUP_LOCK_WARN and not warned:
+                logger.warning("still waiting after %.0f s for another replica's database set-up", waited)
+                warned = True
             await asyncio.sleep(SETUP_LOCK_POLL)
+            waited += SETUP_LOCK_POLL
         try:
             yield
-        finally:
-            await conn.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK,))
+        finally:  # a broken connection must not hide set-up's own error; its end frees the lock anyway
+            with contextlib.suppress(psycopg.Error):
+                await conn.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK,))

@@ -85,3 +85,19 @@ async def test_a_dead_process_socket_is_removed_and_a_malformed_message_is_ignor
         await a.close()
         await b.close()
 
+
+async def test_a_folder_that_is_not_private_leaves_the_process_polling_instead_of_failing_to_start(
+    database: Path, caplog: pytest.LogCaptureFixture
+):
+    folder = wake_folder(database)
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)  # as another user's, or a careless umask's, would be: others may read it
+    woken: Woken = asyncio.Queue()
+    try:
+        wakeups = _wakeups(database, "a", woken)
+        assert not wakeups.path.exists()
+        assert "they poll it instead" in caplog.text and "not a private folder" in caplog.text
+        wakeups.announce("phasegraph_events", '{"owner": "a", "heads": {"p/r": 1}}')  # nothing to send with
+        await wakeups.close()
+    finally:
+        folder.rmdir()

@@ -9,6 +9,7 @@ from typing import Literal, TypeVar
 
 import anyio
 from fastapi.sse import KEEPALIVE_COMMENT, EventSourceResponse, ServerSentEvent, format_sse_event
+from starlette.types import Send
 
 from phasegraph.nodes.errors import ConflictError
 from phasegraph.nodes.events import Event
@@ -116,7 +117,25 @@ def sse_response(
 ) -> EventSourceResponse:
     """Stream ``parts`` (or their encoded bytes) as SSE, with ``keepalive`` after each quiet ``every`` s."""
     content = _with_keepalives(parts, keepalive, every)
-    return EventSourceResponse(content, headers={**STREAM_HEADERS, **(headers or {})})
+    return _Closing(content, headers={**STREAM_HEADERS, **(headers or {})})
+
+
+class _Closing(EventSourceResponse):
+    """An SSE response that closes its parts when it ends, however it ends.
+
+    Starlette cancels a response whose client left without closing its body's generator, whose
+    own way out (pausing a run whose client left) would then wait for garbage collection.
+    """
+
+    async def stream_response(self, send: Send) -> None:
+        """Stream the body; close it, shielded from the cancel that may have ended the stream."""
+        try:
+            await super().stream_response(send)
+        finally:
+            aclose = getattr(self.body_iterator, "aclose", None)
+            if aclose is not None:
+                with anyio.CancelScope(shield=True):
+                    await aclose()
 
 
 def encode(part: ServerSentEvent) -> bytes:
@@ -209,6 +228,10 @@ async def _with_keepalives(
             relay.end(exc)
         else:
             relay.end(None)
+        finally:  # cancelled while waiting for room: the parts' own way out runs now, not at collection
+            aclose = getattr(parts, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
     reader = asyncio.create_task(read())
     try:

@@ -139,3 +139,33 @@ async def test_a_slow_client_holds_the_reader_at_the_buffer_limit():
     await writing
     assert held < 4000  # the reader waited for room instead of reading everything into memory
     assert [int(e["id"]) for e in _parsed(b"".join(sent))] == list(range(1, 4001))
+
+
+async def test_a_client_that_leaves_while_the_buffer_is_full_closes_the_parts_before_the_response_ends():
+    """The parts' way out (pausing a run whose client left) runs as the response ends, not at collection."""
+    closed: list[str] = []
+
+    async def many() -> AsyncIterator[bytes]:
+        try:
+            for seq in range(1, 4001):
+                yield frame(TextChunk(request_id="r", seq=seq, text="x" * 100))
+        finally:
+            closed.append("parts")
+
+    left = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        await left.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body" and message["body"]:
+            await asyncio.Event().wait()  # the client reads nothing, then leaves
+
+    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}}  # it listens for disconnects
+    writing = asyncio.create_task(sse_response(many())(scope, receive, send))
+    for _ in range(50):
+        await asyncio.sleep(0)
+    left.set()
+    await asyncio.wait_for(writing, 10)
+    assert closed == ["parts"]

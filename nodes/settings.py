@@ -156,7 +156,8 @@ class ServerSettings(BaseSettings):
         default=5.0,
         gt=0,
         description="A running request whose driver wrote no heartbeat for this long is taken over "
-        "(sooner when its process is known to be gone).",
+        "(at once when its process is known to be gone; after six times as long when it is a process of "
+        "this host that is still alive, only busy).",
     )
     durability: Literal["async", "sync", "exit"] = Field(
         default="async",

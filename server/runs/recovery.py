@@ -10,10 +10,15 @@ from __future__ import annotations
 import os
 import socket
 import time
+from typing import Literal
 from uuid import uuid4
 
 from phasegraph.nodes.events import Event, Resumed
 from phasegraph.server.storage.records import RequestRecord
+
+#: How many times ``orphan_after_seconds`` a live process on this host may stay silent before its runs are
+#: taken over (a worker busy with hundreds of runs heartbeats late; a process that is gone is seen at once).
+LOCAL_PATIENCE = 6
 
 
 def new_owner_id() -> str:
@@ -28,30 +33,43 @@ def owner_gone(owner: str | None, me: str) -> bool:
     owner with our host and pid that is not us is a dead predecessor too. Owners on other hosts
     cannot be checked here: their heartbeats decide.
     """
+    return _local_state(owner, me) == "gone"
+
+
+def _local_state(owner: str | None, me: str) -> Literal["gone", "alive", "unknown"]:
+    """Whether ``owner`` is a process of this host that is gone, or alive; ``unknown`` elsewhere."""
     if not owner or owner == me:
-        return False
+        return "unknown"
     host, _, rest = owner.partition(":")
     pid_text = rest.partition(":")[0]
     if host != socket.gethostname() or not pid_text.isdecimal():
-        return False
+        return "unknown"
     pid = int(pid_text)
     if pid == os.getpid():
-        return True
+        return "gone"
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return True
+        return "gone"
     except PermissionError:  # alive, another user's process
-        return False
-    return False
+        return "alive"
+    return "alive"
 
 
 def is_orphaned(record: RequestRecord, me: str, stale_after: float) -> bool:
-    """A running request whose driver is gone, or silent for longer than ``stale_after`` seconds."""
+    """A running request whose driver is gone, or silent for longer than ``stale_after`` seconds.
+
+    A driver on this host whose process is alive gets ``LOCAL_PATIENCE`` times as long: a loaded
+    worker's heartbeat runs late (its event loop is busy with its runs), and taking its runs over
+    would stop them; only one silent that long is taken to hang.
+    """
     if record.status != "running" or record.owner == me:
         return False
-    silent = time.time() - (record.heartbeat_at or 0) > stale_after
-    return silent or owner_gone(record.owner, me)
+    state = _local_state(record.owner, me)
+    if state == "gone":
+        return True
+    silence = time.time() - (record.heartbeat_at or 0)
+    return silence > stale_after * (LOCAL_PATIENCE if state == "alive" else 1)
 
 
 def replaced_from(events: list[Event], checkpoint_step: int | None) -> int | None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from typing import Literal
 
 from phasegraph.nodes.events import Cancelled, ErrorEvent, Event, EventBase, Final, Paused
 from phasegraph.server.runs.driving import Driver
 from phasegraph.server.runs.engine import Engine
-from phasegraph.server.runs.recovery import is_orphaned
+from phasegraph.server.runs.recovery import is_orphaned, owner_gone
 from phasegraph.server.storage.checkpoints import thread_config
 from phasegraph.server.storage.records import RequestRecord, Status
 
@@ -64,7 +65,8 @@ class TakeOver:
         """Take over every run whose driver died (at start-up, then from the watcher)."""
         engine = self.engine
         stale_after = engine.settings.orphan_after_seconds
-        for record in await engine.store.maybe_orphaned(engine.owner, time.time() - stale_after):
+        gone = partial(owner_gone, me=engine.owner)
+        for record in await engine.store.maybe_orphaned(time.time() - stale_after, gone):
             if record.request_key in engine.local:
                 continue
             # Ours with no task left (its driver failed) counts once its heartbeat is stale.

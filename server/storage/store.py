@@ -238,14 +238,19 @@ class RequestStore:
             )
         return done.rowcount == 1
 
-    async def maybe_orphaned(self, me: str, stale_before: float) -> list[RequestRecord]:
-        """Running requests that may have lost their driver: others', and ours not heartbeaten lately."""
+    async def maybe_orphaned(self, stale_before: float, gone: Callable[[str], bool]) -> list[RequestRecord]:
+        """Running requests that may have lost their driver.
+
+        Those without one, driven by an owner ``gone`` says is gone, or not heartbeaten since
+        ``stale_before``: the distinct owners are read first, not every other owner's run each round.
+        """
         table = requests_table
-        query = table.select().where(
-            table.c.status == "running",
-            sa.or_(table.c.owner.is_(None), table.c.owner != me, table.c.heartbeat_at < stale_before),
-        )
-        return await self._all(query)
+        running = table.c.status == "running"
+        async with self._guard, self.engine.connect() as conn:
+            owners = (await conn.execute(sa.select(table.c.owner).where(running).distinct())).scalars().all()
+        dead = sorted(owner for owner in owners if owner is not None and gone(owner))
+        lost = sa.or_(table.c.owner.is_(None), table.c.owner.in_(dead), table.c.heartbeat_at < stale_before)
+        return await self._all(table.select().where(running, lost))
 
     async def write_batch(self, items: list[Append], owner: str | None = None) -> set[str]:
         """Write many requests' events, traces and statuses in one transaction (group commit).

@@ -39,6 +39,10 @@ def test_a_run_is_orphaned_when_its_driver_is_gone_or_silent():
     assert not is_orphaned(record("elsewhere:1:x", 1), me, 5)
     assert not is_orphaned(record(me, 60), me, 5)  # our own runs are never orphans to us
     assert not is_orphaned(record(f"{host}:{_dead_pid()}:x", 60, "paused"), me, 5)
+    # a live process of this host is only late (a busy worker): six times the patience before it counts
+    alive = f"{host}:{os.getppid()}:x"
+    assert not is_orphaned(record(alive, 6), me, 5) and not is_orphaned(record(alive, 29), me, 5)
+    assert is_orphaned(record(alive, 31), me, 5)
 
 
 def test_replaced_from_names_the_first_event_after_the_checkpoint_of_the_current_attempt():

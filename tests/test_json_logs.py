@@ -50,6 +50,7 @@ def _env(provider_url: str, tmp_path: Path, **extra: str) -> dict[str, str]:
         "PHASEGRAPH_MODEL_MAX_RETRIES": "0",
         "PHASEGRAPH_CHECKPOINTER": f"sqlite:{tmp_path / 'state.db'}",
         "PHASEGRAPH_WORKSPACE": str(DEMO_WORKSPACE),
+        "PHASEGRAPH_WORKERS": "1",  # one process: its pid is the one uvicorn's lines name
         **extra,
     }
 

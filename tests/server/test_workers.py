@@ -46,11 +46,11 @@ def _all_started(server: Server, count: int = 2) -> Server:
     return server
 
 
-def _start(server: Server, request_id: str) -> list[Event]:
-    """Start a run on a connection of its own and hang up after its first event (the run goes on)."""
+def _start(server: Server, request_id: str, stop_after: str = "phase_start") -> list[Event]:
+    """Start a run on a connection of its own and hang up after its first ``stop_after`` (the run goes on)."""
     body = {"message": "Summarise the roadmap", "requestId": request_id, "onDisconnect": "continue"}
     with httpx.Client(base_url=server.url) as client:
-        return stream(client, "POST", RUN, stop_after="phase_start", json=body)
+        return stream(client, "POST", RUN, stop_after=stop_after, json=body)
 
 
 def _call(server: Server, method: str, path: str, **kwargs) -> httpx.Response:
@@ -151,7 +151,10 @@ def test_a_killed_worker_is_replaced_and_its_run_taken_over_by_its_sibling(serve
                                   PHASEGRAPH_MODEL=slow_script(tmp_path, delay_ms=150)))  # fmt: skip
     workers = _workers(server)
     request_id = f"k-{uuid4().hex[:8]}"
-    first = _start(server, request_id)
+    # past its first tool: the phase after it starts only once the tool's results are saved, so the run
+    # has a point to go on from (killed before any, it would end with an error instead, as documented)
+    first = _start(server, request_id, stop_after="tool_result")
+    first += _follow(server, request_id, after=first[-1].seq, stop_after="phase_start")
     victim = _pid(_owners(database, [request_id])[request_id])
     os.kill(victim, signal.SIGKILL)
 

@@ -1,4 +1,8 @@
-"""Protocol registry: id → module exposing ``build_graph``, ``compile_graph``, ``graph`` and ``Context``."""
+"""Protocol registry: id → module exposing ``build_graph``, ``compile_graph``, ``graph`` and ``Context``.
+
+Importing it is cheap: a protocol's module (and LangGraph with it) is imported when the protocol is
+first compiled or configured, and pydantic when client settings are checked.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +11,15 @@ import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
 
-from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Checkpointer
-from pydantic import TypeAdapter, ValidationError
-
-from phasegraph.nodes.context import RunContext
 from phasegraph.nodes.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from langgraph.graph.state import CompiledStateGraph
+    from langgraph.types import Checkpointer
+
+    from phasegraph.nodes.context import RunContext
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,8 @@ class ProtocolSpec:
             raise ConfigurationError(
                 f"settings.{unknown[0]} cannot be set for protocol {self.id!r} (settable: {settable})"
             )
+        from pydantic import TypeAdapter, ValidationError
+
         hints = get_type_hints(schema, include_extras=True)  # with their bounds (``AtLeastOne``, ...)
         checked: dict[str, Any] = {}
         for key, value in settings.items():
@@ -77,6 +84,8 @@ class ProtocolSpec:
 
     def client_settings_schema(self) -> dict[str, Any]:
         """JSON schema of the settings this protocol's clients may choose (what ``client_settings`` takes)."""
+        from pydantic import TypeAdapter
+
         schema = self.context_schema
         hints, names = get_type_hints(schema, include_extras=True), sorted(schema.CLIENT_SETTINGS)
         properties = {name: TypeAdapter(hints[name]).json_schema() for name in names}

@@ -2,17 +2,41 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+from typing import Annotated
 
+import typer
 from rich.console import Console
 from rich.table import Table
 
 from phasegraph.graphs.registry import get_protocol
+from phasegraph.nodes.errors import PhasegraphError
 from phasegraph.nodes.settings import ServerSettings
-from phasegraph.server.storage.checkpoints import DEFAULT_PAGE, checkpoint_values, timeline
+from phasegraph.server.cli.options import refuse
+from phasegraph.server.storage.checkpoints import DEFAULT_PAGE, MAX_PAGE, checkpoint_values, timeline
 from phasegraph.server.storage.persistence import open_checkpointer
 from phasegraph.server.storage.records import only_one
 from phasegraph.server.storage.store import RequestStore
+
+
+def inspect_command(
+    thread: Annotated[str, typer.Argument(help="Thread id (a request's id unless it named another).")],
+    checkpoint: Annotated[str | None, typer.Option(help="Show this checkpoint's state values.")] = None,
+    project: Annotated[
+        str | None, typer.Option(help="The thread's project, when several use the id.")
+    ] = None,
+    limit: Annotated[
+        int, typer.Option(min=1, max=MAX_PAGE, help="How many checkpoints (the newest).")
+    ] = DEFAULT_PAGE,
+    before: Annotated[str | None, typer.Option(help="Show checkpoints older than this one.")] = None,
+) -> None:
+    """Print a thread's checkpoint timeline, or one checkpoint's values (PHASEGRAPH_CHECKPOINTER)."""
+    try:
+        console = Console(soft_wrap=True)
+        asyncio.run(inspect_thread(thread, checkpoint, console, project, limit=limit, before=before))
+    except PhasegraphError as exc:
+        refuse(exc, json_lines=False)
 
 
 async def inspect_thread(

@@ -10,16 +10,62 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
 
 from phasegraph.nodes.errors import ConfigurationError
-from phasegraph.nodes.settings import ServerSettings
-from phasegraph.server.runs.preflight import check_settings, prepare_database
+from phasegraph.server.cli.project_file import ConfigOption, use_project
+
+if TYPE_CHECKING:
+    from phasegraph.nodes.settings import ServerSettings
 
 APP = "phasegraph.server.app:app"
 #: How long the supervisor waits for a worker to answer its health check before it replaces the worker: a
 #: starting worker imports LangChain and LangGraph first (over uvicorn's 5 s on a busy machine).
 HEALTH_CHECK_SECONDS = 30
+
+
+def serve_command(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Worker processes on the one port, sharing the database (PHASEGRAPH_WORKERS). "
+            "Default: one per CPU; one with the memory checkpointer.",
+        ),
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Serve the HTTP API and web page (settings from PHASEGRAPH_* variables).
+
+    The project file (--config, PHASEGRAPH_CONFIG or ./phasegraph.toml) is checked first: a
+    malformed one is refused with exit code 2, every problem listed.
+    """
+    from pydantic import ValidationError
+
+    use_project(config)
+    try:
+        serve(host, port, workers, _log_config())
+    except (ConfigurationError, ValidationError) as exc:
+        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+
+
+def _log_config() -> dict[str, Any]:
+    """Uvicorn's logging in PHASEGRAPH_LOG_FORMAT, our own loggers on its handler, secrets masked on each."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    from phasegraph.nodes.logs import dict_config
+
+    config = dict_config(LOGGING_CONFIG)
+    config["root"] = {"handlers": ["default"], "level": "WARNING"}
+    # what each retention round removed
+    config["loggers"]["phasegraph.server.storage.retention"] = {"level": "INFO"}
+    return config
 
 
 def worker_count(settings: ServerSettings, asked: int | None) -> int:
@@ -51,9 +97,13 @@ def serve(host: str, port: int, workers: int | None, log_config: dict[str, Any])
     """Serve the app on ``host:port`` with the worker processes ``worker_count`` decides."""
     import uvicorn
 
+    from phasegraph.nodes.settings import ServerSettings
+
     settings = ServerSettings()
     count = worker_count(settings, workers)
     if count > 1:
+        from phasegraph.server.runs.preflight import check_settings, prepare_database
+
         check_settings(settings)
         asyncio.run(prepare_database(settings))
     uvicorn.run(APP, host=host, port=port, workers=count, log_level="info", log_config=log_config,

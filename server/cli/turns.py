@@ -9,7 +9,7 @@ answered by a later command: ``phasegraph run PROTOCOL --thread ID --resume '<an
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
@@ -21,7 +21,9 @@ from phasegraph.graphs.run import stream_graph
 from phasegraph.nodes.errors import ConflictError
 from phasegraph.nodes.events import ErrorEvent, Event, Final, Paused
 from phasegraph.server.cli.approvals import Approval, Approvals, approval_of
-from phasegraph.server.cli.durable import DurableRuns, turn_exit_code
+
+if TYPE_CHECKING:  # the server's store and run engine are imported by a --thread turn only
+    from phasegraph.server.cli.durable import DurableRuns
 
 Render = Callable[[Event], None]
 
@@ -69,6 +71,8 @@ async def durable_turn(
     0: a final answer, or a question the thread waits on; 1: an error; 3: it waits for an approval
     this command did not answer; 130: cancelled.
     """
+    from phasegraph.server.cli.durable import DurableRuns, turn_exit_code
+
     async with DurableRuns(fields) as runs:
         if resume is not None:
             if await runs.approval(protocol, thread_id) is None:

@@ -8,7 +8,6 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
-from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessageChunk, BaseMessage
 from langchain_core.runnables import Runnable, RunnableBinding
@@ -69,6 +68,8 @@ def make_model(
     }
     if provider == "openai":
         options.update(_openai_options(name))
+    from langchain.chat_models import init_chat_model  # the provider's package is imported from here
+
     try:
         return init_chat_model(name, model_provider=provider, **options)
     except ImportError as exc:  # langchain names the package: "... requires the langchain-x package"

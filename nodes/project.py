@@ -14,15 +14,17 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from langchain_mcp_adapters.sessions import Connection
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.project_lines import key_line
 from phasegraph.tools.mcp.config import COMMENT_KEY, McpConfigError, load_services, parse_services
 from phasegraph.tools.sources import ToolPolicy, ToolSources
+
+if TYPE_CHECKING:
+    from langchain_mcp_adapters.sessions import Connection
 
 #: The file looked for in the working folder.
 FILE_NAME = "phasegraph.toml"

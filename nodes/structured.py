@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,7 +22,6 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config, merge_configs
-from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, ValidationError
 
 from phasegraph.nodes.errors import InvalidModelOutput, PhasegraphError, ProviderError
@@ -196,11 +196,19 @@ async def _ask_tool_calling(
     return _Attempt(raw, problem=_missing_call(raw, schema))
 
 
+def _is_chat_openai(model: BaseChatModel) -> bool:
+    """Whether ``model`` is langchain-openai's ChatOpenAI.
+
+    Read without importing the package (and openai) for a run that never built one: no such model
+    exists until something imported it.
+    """
+    module = sys.modules.get("langchain_openai")
+    return module is not None and isinstance(model, module.ChatOpenAI)
+
+
 async def _ask_json_mode(model: BaseChatModel, prompt: list[BaseMessage], schema: type[M]) -> _Attempt:
     instruction = _json_instruction(schema)
-    bound: Any = (
-        model.bind(response_format={"type": "json_object"}) if isinstance(model, ChatOpenAI) else model
-    )
+    bound: Any = model.bind(response_format={"type": "json_object"}) if _is_chat_openai(model) else model
     # the instruction goes last as a user message: some providers take system messages only first
     raw = await _invoke(bound, [*prompt, HumanMessage(instruction)], model)
     return _parse_text(raw, schema) if isinstance(raw, AIMessage) else _Attempt(None, problem="no answer")

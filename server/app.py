@@ -68,7 +68,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     install_error_handlers(app)
     for router in (
         stream_routes(caller), request_routes(caller), checkpoint_routes(caller), network_routes(caller),
-        planner_routes(caller), ag_ui_routes(caller), langgraph_routes(caller), metrics_routes(tokens),
+        planner_routes(caller), ag_ui_routes(caller), *langgraph_routes(caller), metrics_routes(tokens),
         page_routes(),
     ):  # fmt: skip
         app.include_router(router)

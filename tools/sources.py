@@ -13,13 +13,15 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.tools import BaseTool, tool
-from langchain_mcp_adapters.sessions import Connection
 from pydantic import BaseModel, ConfigDict, Field
 
 from phasegraph.tools.signature import ArgNormalizer, normalize_path
+
+if TYPE_CHECKING:
+    from langchain_mcp_adapters.sessions import Connection
 
 #: Key of a tool's ``metadata`` holding its ``ToolPolicy``.
 POLICY_KEY = "phasegraph_policy"

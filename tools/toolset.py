@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.tools import BaseTool, StructuredTool
 
 from phasegraph.tools.errors import ToolError
-from phasegraph.tools.mcp.services import McpServices, ToolSpec
 from phasegraph.tools.registry import ToolRegistry
 from phasegraph.tools.signature import NORMALIZERS_KEY
 from phasegraph.tools.sources import (
@@ -31,6 +30,9 @@ from phasegraph.tools.sources import (
     select,
     unknown_policy_keys,
 )
+
+if TYPE_CHECKING:  # the MCP SDK is imported when a project names an MCP server, not before
+    from phasegraph.tools.mcp.services import McpServices, ToolSpec
 
 
 @dataclass
@@ -66,6 +68,8 @@ async def open_toolset(
     services: McpServices | None = None
     unavailable: dict[str, str] = {}
     if sources.mcp_servers:
+        from phasegraph.tools.mcp.services import McpServices
+
         services = await McpServices.open(sources.mcp_servers, timeout=sources.connect_timeout_seconds)
         unavailable = dict(services.unavailable)
     try:  # a refused toolset leaves no server running

@@ -1,9 +1,12 @@
 """MCP services (seed 004): their configuration, a bundled demo server and the per-run open sessions.
 
 Services are reached only through langchain-mcp-adapters' ``MultiServerMCPClient``. Imports no graph
-code; the demo server (``python -m phasegraph.tools.mcp.demo_server``) is not imported here, so loading the
-package does not load the server side of the MCP SDK.
+code. Reading a services file does not load the MCP SDK: ``McpServices`` and ``ToolSpec`` (the client
+side) are imported at first use, and the demo server (``python -m phasegraph.tools.mcp.demo_server``) is
+never imported here.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from phasegraph.tools.mcp.config import (
     EXAMPLE_CONFIG,
@@ -12,7 +15,9 @@ from phasegraph.tools.mcp.config import (
     load_services,
     parse_services,
 )
-from phasegraph.tools.mcp.services import McpServices, ToolSpec
+
+if TYPE_CHECKING:
+    from phasegraph.tools.mcp.services import McpServices, ToolSpec
 
 __all__ = [
     "EXAMPLE_CONFIG",
@@ -23,3 +28,11 @@ __all__ = [
     "load_services",
     "parse_services",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("McpServices", "ToolSpec"):
+        from phasegraph.tools.mcp import services
+
+        return getattr(services, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

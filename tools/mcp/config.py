@@ -18,14 +18,15 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langchain_mcp_adapters.sessions import (
-    Connection,
-    SSEConnection,
-    StdioConnection,
-    StreamableHttpConnection,
-)
+if TYPE_CHECKING:  # typed dicts only: reading a services file does not load the MCP SDK
+    from langchain_mcp_adapters.sessions import (
+        Connection,
+        SSEConnection,
+        StdioConnection,
+        StreamableHttpConnection,
+    )
 
 #: What a service name may look like: it becomes an XML tag.
 SERVICE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
@@ -55,7 +56,8 @@ class McpConfigError(ValueError):
 def default_services(workspace: Path) -> dict[str, Connection]:
     """The bundled demo server over stdio, its file tools confined to ``workspace``."""
     args = ["-m", "phasegraph.tools.mcp.demo_server", "--root", str(workspace.resolve())]
-    return {"demo": StdioConnection(transport="stdio", command=sys.executable, args=args)}
+    demo: StdioConnection = {"transport": "stdio", "command": sys.executable, "args": args}
+    return {"demo": demo}
 
 
 def load_services(path: str | Path | None, workspace: Path) -> dict[str, Connection]:
@@ -129,11 +131,11 @@ def _stdio(entry: dict[str, Any], placeholders: dict[str, str], folder: Path) ->
         raise ValueError("'command' must be a non-empty string")
     if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
         raise ValueError("'args' must be a list of strings")
-    connection = StdioConnection(
-        transport="stdio",
-        command=_substitute(command, placeholders),
-        args=[_substitute(arg, placeholders) for arg in args],
-    )
+    connection: StdioConnection = {
+        "transport": "stdio",
+        "command": _substitute(command, placeholders),
+        "args": [_substitute(arg, placeholders) for arg in args],
+    }
     if "env" in entry:
         connection["env"] = _string_map("env", entry["env"])
     if "cwd" in entry:
@@ -151,11 +153,11 @@ def _http(transport: str, entry: dict[str, Any]) -> StreamableHttpConnection | S
         value = entry.get(key, 1)
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
             raise ValueError(f"{key!r} must be a positive number of seconds, found {value!r}")
-    connection: StreamableHttpConnection | SSEConnection = (
-        SSEConnection(transport="sse", url=url)
-        if transport == "sse"
-        else StreamableHttpConnection(transport="streamable_http", url=url)
-    )
+    connection: StreamableHttpConnection | SSEConnection
+    if transport == "sse":
+        connection = {"transport": "sse", "url": url}
+    else:
+        connection = {"transport": "streamable_http", "url": url}
     if "timeout" in entry:
         connection["timeout"] = float(entry["timeout"])
     if "sse_read_timeout" in entry:

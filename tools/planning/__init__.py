@@ -1,4 +1,11 @@
-"""The project domain the planner plans over, with its plans and its usage and error ledgers."""
+"""The project domain the planner plans over, with its plans and its usage and error ledgers.
+
+The planner's tools (``planning_tools``, ``planning_registry``, ``is_destructive``) are built when first
+asked for: making them builds a pydantic model per tool, which a server that only stores usage rows or
+serves the planner's routes does not need at start-up.
+"""
+
+from typing import TYPE_CHECKING, Any
 
 from phasegraph.tools.planning.domain import BUILTIN_TEMPLATES, ProjectDomain, slug
 from phasegraph.tools.planning.errors import PlanningError, PlanNotFound
@@ -14,7 +21,9 @@ from phasegraph.tools.planning.records import (
     UsageRow,
 )
 from phasegraph.tools.planning.store import PlanningStore, open_planning
-from phasegraph.tools.planning.tools import is_destructive, planning_registry, planning_tools
+
+if TYPE_CHECKING:
+    from phasegraph.tools.planning.tools import is_destructive, planning_registry, planning_tools
 
 __all__ = [
     "BUILTIN_TEMPLATES",
@@ -40,3 +49,11 @@ __all__ = [
     "planning_tools",
     "slug",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("is_destructive", "planning_registry", "planning_tools"):
+        from phasegraph.tools.planning import tools
+
+        return getattr(tools, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

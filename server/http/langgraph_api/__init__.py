@@ -15,13 +15,15 @@ from fastapi import APIRouter
 from phasegraph.server.http.auth import Access
 from phasegraph.server.http.langgraph_api.common import project_dependency
 from phasegraph.server.http.langgraph_api.runs import run_routes
+from phasegraph.server.http.langgraph_api.thread_edits import edit_routes
 from phasegraph.server.http.langgraph_api.threads import thread_routes
 
 
-def langgraph_routes(caller: Callable[..., Access]) -> APIRouter:
-    """Every LangGraph API route, with the app's caller dependency (tokens and projects)."""
+def langgraph_routes(caller: Callable[..., Access]) -> tuple[APIRouter, ...]:
+    """Every LangGraph API route, with the app's caller dependency (tokens and projects), in matching order.
+
+    Side by side, not one router including the others: FastAPI builds each route of a nested router
+    once more when the app includes it (a quarter of the app's start-up).
+    """
     project = project_dependency(caller)
-    router = APIRouter()
-    router.include_router(thread_routes(project))
-    router.include_router(run_routes(project))
-    return router
+    return thread_routes(project), edit_routes(project), run_routes(project)

@@ -18,7 +18,6 @@ from phasegraph.server.http.langgraph_api.bodies import (
 from phasegraph.server.http.langgraph_api.common import existing, forget, graph_of, status_of, threads_of
 from phasegraph.server.http.langgraph_api.starting import protocol_of
 from phasegraph.server.http.langgraph_api.thread_bodies import StateAtBody, ThreadQueryBody
-from phasegraph.server.http.langgraph_api.thread_edits import edit_routes
 from phasegraph.server.http.responses import errors
 from phasegraph.server.runs.manager import manager_of
 from phasegraph.server.storage.checkpoints import snapshot_at, thread_config
@@ -175,7 +174,6 @@ def thread_routes(project: Any) -> APIRouter:
         page = await history_page(graph, config, limit=body.limit, before=older, metadata=body.metadata)
         return [views.state(thread_id, snapshot) for snapshot in page]
 
-    router.include_router(edit_routes(project))
     return router
 
 

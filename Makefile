@@ -1,5 +1,19 @@
-# Every target creates .venv on demand, so a fresh clone needs only Python 3.11.
-PYTHON ?= python3.11
+# Every target creates .venv on demand, so a fresh clone needs only Python 3.11 or newer: python3.11 when
+# there is one, else the first of python3, python3.12, python3.13, python3.14 that is new enough.
+# `make PYTHON=/path/to/python3.12 demo` names another.
+PYTHON ?= $(shell for candidate in python3.11 python3 python3.12 python3.13 python3.14; do \
+	$$candidate -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1 && { echo $$candidate; break; }; \
+	done)
+# Refuses, saying what it needs, before a venv is made with a Python that cannot run phasegraph.
+CHECK_PYTHON = @if [ -z "$(PYTHON)" ]; then \
+	echo "phasegraph needs Python 3.11 or newer: found none as python3.11, python3, python3.12, python3.13" \
+	"or python3.14 on PATH. Install one, or name it: make PYTHON=/path/to/python3.12 $(or $(MAKECMDGOALS),demo)" >&2; exit 2; \
+	elif ! $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; then \
+	echo "phasegraph needs Python 3.11 or newer: PYTHON=$(PYTHON) is" \
+	"$$($(PYTHON) --version 2>&1 || echo 'not a Python that runs')." >&2; exit 2; fi
+# pip prints errors only: the build's one notice left is setuptools' "InformationOnly" note on editable
+# installs (every data folder is declared, tests/test_packaging.py holds the build to no warning).
+PIP_QUIET := -qq
 VENV := .venv
 BIN := $(VENV)/bin
 # langgraph dev lives apart: its server's pins clash with the dev tools (see pyproject.toml).
@@ -8,24 +22,26 @@ STUDIO_VENV := .venv-studio
 .PHONY: demo test lint docs studio bench clean
 
 $(BIN)/phasegraph: pyproject.toml
+	$(CHECK_PYTHON)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install $(PIP_QUIET) --upgrade pip
+	$(BIN)/pip install $(PIP_QUIET) -e .
 	@touch $@
 
 $(VENV)/.dev: $(BIN)/phasegraph
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install $(PIP_QUIET) -e '.[dev]'
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	@touch $@
 
 $(VENV)/.bench: $(BIN)/phasegraph
-	$(BIN)/pip install --quiet -e '.[bench]'
+	$(BIN)/pip install $(PIP_QUIET) -e '.[bench]'
 	@touch $@
 
 $(STUDIO_VENV)/bin/langgraph: pyproject.toml
+	$(CHECK_PYTHON)
 	$(PYTHON) -m venv $(STUDIO_VENV)
-	$(STUDIO_VENV)/bin/pip install --quiet --upgrade pip
-	$(STUDIO_VENV)/bin/pip install --quiet -e '.[studio]'
+	$(STUDIO_VENV)/bin/pip install $(PIP_QUIET) --upgrade pip
+	$(STUDIO_VENV)/bin/pip install $(PIP_QUIET) -e '.[studio]'
 	@touch $@
 
 demo: $(BIN)/phasegraph

@@ -36,12 +36,15 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _wheel_of(target: Path, out: Path) -> Path:
-    subprocess.run(
+    """Build the wheel of ``target`` in ``out``; what the build printed is kept beside it (``build.log``)."""
+    done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out), str(target)],
         check=True,
         capture_output=True,
+        text=True,
         timeout=300,
     )
+    (out / "build.log").write_text(done.stdout + done.stderr, encoding="utf-8")
     (built,) = out.glob("phasegraph-*.whl")
     return built
 
@@ -102,6 +105,15 @@ def test_the_wheel_has_one_top_level_name(wheel: Path):
         "phasegraph",
         f"{wheel.name.split('-py3')[0]}.dist-info",
     }
+
+
+@pytest.mark.parametrize("built", ["wheel", "wheel_from_sdist"])
+def test_the_build_prints_no_packaging_warning(built: str, request: pytest.FixtureRequest):
+    """Every data folder is declared: setuptools warns of none left to its package-data globs."""
+    wheel: Path = request.getfixturevalue(built)
+    log = (wheel.parent / "build.log").read_text(encoding="utf-8")
+    assert "absent from the `packages` configuration" not in log
+    assert "BuildBackendWarning" not in log, log
 
 
 @pytest.mark.parametrize("built", ["wheel", "wheel_from_sdist"])

@@ -1,0 +1,58 @@
+"""``make`` finds a Python 3.11 or newer by itself, and says what it needs when there is none.
+
+Each case runs the real Makefile in an empty folder whose ``PATH`` holds only what the case names.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+MAKEFILE = Path(__file__).parents[1] / "Makefile"
+MAKE = shutil.which("make") or "/usr/bin/make"
+
+
+def _make(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    (folder / "pyproject.toml").touch()
+    return subprocess.run(
+        [MAKE, "-f", str(MAKEFILE), *args],
+        cwd=folder,
+        env={"PATH": str(folder / "bin"), "HOME": str(folder)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def _path_with(folder: Path, **commands: str) -> None:
+    (folder / "bin").mkdir()
+    for name, target in commands.items():
+        (folder / "bin" / name).symlink_to(target)
+
+
+def test_python3_is_used_when_there_is_no_python3_11(tmp_path: Path) -> None:
+    assert sys.version_info >= (3, 11)
+    _path_with(tmp_path, python3=os.path.realpath(sys.executable))
+    done = _make(tmp_path, "--dry-run", "demo")
+    assert done.returncode == 0, done.stderr
+    assert "python3 -m venv .venv" in done.stdout.splitlines()
+
+
+def test_without_a_python_it_says_what_it_needs(tmp_path: Path) -> None:
+    _path_with(tmp_path)
+    done = _make(tmp_path, "demo")
+    assert done.returncode == 2
+    assert "phasegraph needs Python 3.11 or newer" in done.stderr
+    assert "make PYTHON=/path/to/python3.12 demo" in done.stderr
+    assert not (tmp_path / ".venv").exists()
+
+
+def test_a_named_python_that_is_not_one_is_refused(tmp_path: Path) -> None:
+    _path_with(tmp_path)
+    done = _make(tmp_path, "demo", "PYTHON=/nowhere/python3.12")
+    assert done.returncode == 2
+    assert "PYTHON=/nowhere/python3.12 is" in done.stderr
+    assert not (tmp_path / ".venv").exists()

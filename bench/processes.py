@@ -1,18 +1,18 @@
-"""Server processes for the load rows: started in a log's folder, awaited, measured, always stopped."""
+"""Server processes for the load rows: started in a log's folder, awaited, measured, always stopped.
+
+Started and stopped by the suite's own process helper (``tests/processes.py``).
+"""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 import subprocess
-import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from uuid import uuid4
 
-import httpx
+from tests.processes import Process, answers
 
 START_SECONDS = 60
 #: What uvicorn logs when one worker (or the one process) has started.
@@ -28,34 +28,19 @@ async def server(
     Up: ``health`` answers 200 and ``starts`` workers have started (the first answers before the
     others are ready).
     """
-    with log.open("ab") as out:
-        process = subprocess.Popen(command, cwd=log.parent, env={**os.environ, **env}, stdout=out, stderr=out)
+    process = Process(command, log, env=env, cwd=log.parent)
     try:
-        await _wait_until_up(process, health, log, starts)
-        yield process
+        process.start()
+        await asyncio.to_thread(process.wait_until, _up(health, log, starts), START_SECONDS)
+        assert process.popen is not None
+        yield process.popen
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+        process.stop()
 
 
-async def _wait_until_up(process: subprocess.Popen[bytes], health: str, log: Path, starts: int) -> None:
-    deadline = time.monotonic() + START_SECONDS
-    async with httpx.AsyncClient(timeout=1) as client:
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise RuntimeError(f"server of {log.name} exited early:\n{log.read_text()[-2000:]}")
-            try:
-                up = (await client.get(health)).status_code == 200
-                if up and log.read_text(errors="replace").count(STARTED) >= starts:
-                    return
-            except httpx.HTTPError:
-                pass  # not listening yet
-            await asyncio.sleep(0.1)
-    raise RuntimeError(f"server of {log.name} not up in {START_SECONDS} s:\n{log.read_text()[-2000:]}")
+def _up(health: str, log: Path, starts: int) -> Callable[[], bool]:
+    answered = answers(health)
+    return lambda: answered() and log.read_text(errors="replace").count(STARTED) >= starts
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -79,13 +64,6 @@ def errors_in(log: Path) -> int:
     """Lines of a server's log that report an error."""
     lines = log.read_text(errors="replace").splitlines()
     return sum(1 for line in lines if "ERROR" in line or "Traceback" in line)
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @asynccontextmanager

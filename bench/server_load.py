@@ -27,12 +27,13 @@ from langgraph_sdk.client import LangGraphClient
 
 from bench.harness import Figure, Row, Side
 from bench.overhead import postgres_reachable, postgres_url
-from bench.processes import errors_in, free_port, fresh_database, peak_rss_mib, server
+from bench.processes import errors_in, fresh_database, peak_rss_mib, server
 from phasegraph.graphs.run import run
 from phasegraph.nodes.emit import EVENT_KEY
 from phasegraph.nodes.events import Event, parse_event
 from phasegraph.nodes.models import DEMO_WORKSPACE
 from phasegraph.server.cli.serving import usable_cpus
+from tests.processes import free_port
 
 ROOT = Path(__file__).parents[1]
 PHASEGRAPH = Path(sys.executable).parent / "phasegraph"

@@ -15,7 +15,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,7 +29,8 @@ from phasegraph.server.cli.main import main
 from tests.conftest import PROVIDER_KEY
 from tests.fake_openai import error, fake_openai
 from tests.otlp_receiver import ReceivedSpan, otlp_receiver
-from tests.server.conftest import PHASEGRAPH, START_SECONDS, free_port, stream
+from tests.processes import Process, answers, free_port, running
+from tests.server.conftest import PHASEGRAPH, stream
 
 #: What the provider answers: its error quotes the key whole.
 REFUSED = f"Incorrect API key provided: {PROVIDER_KEY}"
@@ -114,31 +114,16 @@ def _roots(spans: list[ReceivedSpan]) -> list[ReceivedSpan]:
 
 @contextmanager
 def _serving(env: dict[str, str], tmp_path: Path) -> Iterator[tuple[httpx.Client, int]]:
-    """``phasegraph serve`` on a free loopback port, stdout and stderr in two files; stopped after."""
+    """``phasegraph serve`` on a free loopback port, stdout and stderr in two files; stopped after.
+
+    Stopped with SIGTERM: uvicorn shuts down and logs that it did.
+    """
     url = f"http://127.0.0.1:{free_port()}"
-    err = tmp_path / "stderr.log"
-    with (tmp_path / "stdout.log").open("w") as stdout, err.open("w") as stderr:
-        command = [PHASEGRAPH, "serve", "--port", url.rpartition(":")[2]]
-        server = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=stdout, stderr=stderr)
-    try:
-        deadline = time.monotonic() + START_SECONDS
-        while True:
-            assert server.poll() is None, f"the server exited:\n{err.read_text()}"
-            assert time.monotonic() < deadline, f"the server did not answer in {START_SECONDS} s"
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        with httpx.Client(base_url=url) as client:
-            yield client, server.pid
-    finally:
-        server.terminate()  # uvicorn shuts down and logs that it did
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(10)
+    command = [PHASEGRAPH, "serve", "--port", url.rpartition(":")[2]]
+    server = Process(command, tmp_path / "stdout.log", env=env, cwd=tmp_path, inherit=False,
+                     stderr=tmp_path / "stderr.log")  # fmt: skip
+    with running(server, answers(f"{url}/healthz")), httpx.Client(base_url=url) as client:
+        yield client, server.pid
 
 
 def test_a_cli_run_logs_json_lines_with_its_ids(tmp_path: Path):

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,20 +17,13 @@ import pytest
 
 from phasegraph.nodes.events import Event, parse_event
 from phasegraph.nodes.models import DEMO_WORKSPACE
+from tests.processes import Process, answers, free_port
 
 PHASEGRAPH = str(Path(sys.executable).parent / "phasegraph")
-#: How long a starting server may take to answer /healthz (its imports alone take 10 s on a busy machine).
-START_SECONDS = 90
 #: Tests that need Postgres skip on a laptop without it; CI always sets the URL.
 needs_postgres = pytest.mark.skipif(
     not os.environ.get("PHASEGRAPH_TEST_POSTGRES_URL"), reason="PHASEGRAPH_TEST_POSTGRES_URL unset"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -42,37 +32,25 @@ class Server:
 
     env: dict[str, str]
     port: int = field(default_factory=free_port)
-    process: subprocess.Popen[bytes] | None = None
     log: Path | None = None
     cwd: Path | None = None
+    running: Process | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        """The server's process (``returncode`` set once it ended)."""
+        return self.running.popen if self.running is not None else None
+
     def start(self) -> Server:
         assert self.log is not None
-        env = {**os.environ, **self.env}
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                [PHASEGRAPH, "serve", "--port", str(self.port)],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.cwd,
-            )
-        deadline = time.monotonic() + START_SECONDS
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"server exited early:\n{self.log.read_text()}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        self.process.kill()  # never left running behind a failed start
-        self.process.wait()
-        raise RuntimeError(f"server did not come up in {START_SECONDS} s:\n{self.log.read_text()}")
+        command = [PHASEGRAPH, "serve", "--port", str(self.port)]
+        self.running = Process(command, self.log, env=self.env, cwd=self.cwd)
+        self.running.start(answers(f"{self.url}/healthz"))
+        return self
 
     def children(self, marker: bytes) -> list[int]:
         """This server's live child processes whose command line holds ``marker`` (read from /proc)."""
@@ -90,17 +68,12 @@ class Server:
 
     def kill(self) -> None:
         """SIGKILL: no shutdown hooks run."""
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(10)
+        if self.running is not None:
+            self.running.kill()
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        if self.running is not None:
+            self.running.stop()
 
 
 def slow_script(directory: Path, delay_ms: int = 40) -> str:

@@ -6,15 +6,13 @@ runtime's ``/agent/{name}/run``), two turns on one thread through each adapter."
 
 from __future__ import annotations
 
-import os
-import subprocess
-import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from tests.server.conftest import demo_server, free_port
+from tests.processes import Process, answers, free_port, running
+from tests.server.conftest import demo_server
 from tests.server.js import JS, NODE, QUIET, SECOND, Report, installed, run_script
 from tests.server.test_js_sdk import FIRST
 
@@ -30,25 +28,11 @@ def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with demo_server(tmp_path_factory, "js-copilotkit") as server:
         port = free_port()
         log = tmp_path_factory.mktemp("copilotkit-runtime") / "runtime.log"
-        env = {**os.environ, **QUIET, "PHASEGRAPH_URL": server.url, "PORT": str(port)}
-        with log.open("wb") as out:
-            command = [NODE, "examples/copilotkit-runtime.mjs"]
-            process = subprocess.Popen(command, cwd=JS, env=env, stdout=out, stderr=subprocess.STDOUT)
+        env = {**QUIET, "PHASEGRAPH_URL": server.url, "PORT": str(port)}
         endpoint = f"http://127.0.0.1:{port}/api/copilotkit"
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                assert process.poll() is None, f"the runtime exited:\n{log.read_text()}"
-                assert time.monotonic() < deadline, f"the runtime did not come up:\n{log.read_text()}"
-                try:
-                    if httpx.get(f"{endpoint}/info", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.2)
+        runtime = Process([NODE, "examples/copilotkit-runtime.mjs"], log, env=env, cwd=JS)
+        with running(runtime, answers(f"{endpoint}/info")):
             yield endpoint
-        finally:
-            process.terminate()
-            process.wait(10)
 
 
 @pytest.fixture(scope="module")

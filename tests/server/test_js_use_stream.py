@@ -6,9 +6,7 @@ the thread from the address, and a second message continues it."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,7 +17,8 @@ from playwright.sync_api import Page, expect, sync_playwright
 
 from phasegraph.nodes.models import DEMO_WORKSPACE
 from tests.helpers import turn
-from tests.server.conftest import Server, free_port
+from tests.processes import Process, free_port, listens, running
+from tests.server.conftest import Server
 from tests.server.js import node
 from tests.server.test_browser import CHROMIUM
 
@@ -44,24 +43,18 @@ def _script(folder: Path) -> str:
 def _static(folder: Path) -> Iterator[str]:
     """``python -m http.server`` on its own loopback port: the page's origin."""
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(folder)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    origin = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                httpx.get(origin, timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        yield origin
-    finally:
-        process.terminate()
-        process.wait(10)
+    command = [
+        sys.executable,
+        "-m",
+        "http.server",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--directory",
+        str(folder),
+    ]
+    with running(Process(command, folder.parent / "static.log"), listens(port)):
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture(scope="module")

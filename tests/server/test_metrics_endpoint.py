@@ -33,7 +33,8 @@ from phasegraph.nodes.models import DEMO_WORKSPACE
 from phasegraph.nodes.settings import ServerSettings
 from phasegraph.server.app import create_app
 from tests.graphs.test_agent_network import QUESTION
-from tests.server.conftest import free_port, stream
+from tests.processes import free_port
+from tests.server.conftest import stream
 from tests.server.test_goal_pursuit import GOAL
 
 RUN = "/api/runs/{}/stream"

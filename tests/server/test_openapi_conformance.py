@@ -27,7 +27,8 @@ from phasegraph.nodes.models import DEMO_WORKSPACE
 from phasegraph.nodes.settings import ServerSettings
 from phasegraph.server.app import create_app
 from phasegraph.server.http.responses import _BLANK, GUARDED, NOT_BLANK
-from tests.server.conftest import Server, free_port
+from tests.processes import free_port
+from tests.server.conftest import Server
 
 SCHEMATHESIS = str(Path(sys.executable).parent / "schemathesis")
 TOKEN = "conformance-token"

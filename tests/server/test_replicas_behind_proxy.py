@@ -35,8 +35,9 @@ import pytest
 
 from phasegraph.nodes.events import Cancelled, ErrorEvent, Event, Final, Paused, Resumed
 from tests.helpers import turn, write_script
+from tests.processes import START_SECONDS
 from tests.rr_proxy import RoundRobinProxy
-from tests.server.conftest import START_SECONDS, Server, needs_postgres, read_sse, stream
+from tests.server.conftest import Server, needs_postgres, read_sse, stream
 from tests.server.pausing import WAIT_SECONDS
 from tests.server.test_finished_calls import SERVICE, _gone, _lines, _record, _wait
 

@@ -11,7 +11,6 @@ demo runs on the demo server reached over streamable HTTP, and beside a service 
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -41,7 +40,8 @@ from phasegraph.nodes.models import DEMO_WORKSPACE
 from phasegraph.nodes.trace import MemoryTraceStore
 from tests.graphs.test_xml_contract import TASK, echo
 from tests.helpers import turn, write_script
-from tests.server.conftest import Server, demo_server, free_port, needs_postgres, read_sse, stream
+from tests.processes import Process, free_port, listens, running
+from tests.server.conftest import Server, demo_server, needs_postgres, read_sse, stream
 from tests.server.pausing import (
     WAIT_SECONDS,
     PausingDemo,
@@ -253,27 +253,8 @@ def _http_demo_server(log: Path) -> Iterator[str]:
     port = free_port()
     command = [sys.executable, "-m", "phasegraph.tools.mcp.demo_server", "--transport", "streamable-http"]
     command += ["--port", str(port), "--root", str(DEMO_WORKSPACE)]
-    with log.open("ab") as out:
-        process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        deadline = time.monotonic() + WAIT_SECONDS
-        while True:  # up once it answers anything (a bare GET is refused: not an MCP request)
-            assert process.poll() is None, f"the demo MCP server exited:\n{log.read_text()}"
-            assert time.monotonic() < deadline, f"the demo MCP server did not come up:\n{log.read_text()}"
-            try:
-                httpx.get(url, timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+    with running(Process(command, log, cwd=PROJECT_ROOT), listens(port)):
+        yield f"http://127.0.0.1:{port}/mcp"
 
 
 def _check_demo(events: list[Event], in_process: RunResult) -> None:

@@ -4,28 +4,23 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
 from phasegraph.nodes.emit import EVENT_KEY
 from phasegraph.nodes.events import Event, parse_event
+from tests.processes import START_SECONDS, Process, answers, free_port, running
 
 ROOT = Path(__file__).parents[2]
 CONFIG = json.loads((ROOT / "langgraph.json").read_text(encoding="utf-8"))
 #: `make test` builds this venv (langgraph-cli[inmem] cannot share one with the dev tools).
 LANGGRAPH = ROOT / ".venv-studio" / "bin" / "langgraph"
-#: Longest a start or a single request may take; nothing here waits without a bound.
-START_SECONDS = 60
 #: More events than any scripted run here produces: a stream that gets this far is not ending.
 MAX_EVENTS = 2_000
 OFFLINE = {
@@ -34,12 +29,6 @@ OFFLINE = {
     "LANGCHAIN_TRACING_V2": "false",
     "LANGSMITH_API_KEY": "",
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _config_in(folder: Path) -> Path:
@@ -68,50 +57,15 @@ def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @contextmanager
 def langgraph_dev(folder: Path, env: dict[str, str]) -> Iterator[str]:
     """``langgraph dev`` started in ``folder`` with ``env`` (offline), stopped at the end: its URL."""
-    port, log = _free_port(), folder / "server.log"
+    port = free_port()
     command = [
-        str(LANGGRAPH),
-        "dev",
-        "--no-browser",
-        "--no-reload",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
+        *(str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port)),
+        *("--config", str(_config_in(folder))),
     ]
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [*command, "--config", str(_config_in(folder))],
-            cwd=folder,
-            env={**env, **OFFLINE},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
     url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_until_up(process, url, log)
+    process = Process(command, folder / "server.log", env={**env, **OFFLINE}, cwd=folder)
+    with running(process, answers(f"{url}/ok")):
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-
-
-def _wait_until_up(process: subprocess.Popen[bytes], url: str, log: Path) -> None:
-    deadline = time.monotonic() + START_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"langgraph dev exited early:\n{log.read_text()}")
-        try:
-            if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"langgraph dev did not come up in {START_SECONDS} s:\n{log.read_text()}")
 
 
 @pytest.fixture

@@ -6,10 +6,7 @@ one module-wide event loop.
 
 import asyncio
 import json
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +15,7 @@ import pytest
 import pytest_asyncio
 
 from phasegraph.tools.mcp import EXAMPLE_CONFIG, McpConfigError, McpServices, default_services, load_services
+from tests.processes import Process, free_port, listens, running
 
 #: Async tests share the module's loop, on which the module-wide services were opened.
 on_module_loop = pytest.mark.asyncio(loop_scope="module")
@@ -37,46 +35,18 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return workspace
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def http_url(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The demo server over streamable HTTP, as its own process, stopped at the end of the module."""
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("http") / "stderr.txt"
-    command = [sys.executable, "-m", "phasegraph.tools.mcp.demo_server", "--root", str(root)]
-    with log.open("w") as stderr:
-        server = subprocess.Popen(
-            [*command, "--transport", "streamable-http", "--port", str(port)],
-            stderr=stderr,
-        )
-    try:
-        _wait_until_listening(server, port, log)
+    with running(_demo_over_http(root, port, log), listens(port)):
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
 
 
-def _wait_until_listening(server: subprocess.Popen[bytes], port: int, log: Path) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            pytest.fail(f"the demo server exited ({server.returncode}): {log.read_text()}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    pytest.fail("the demo server did not start listening within 20 s")
+def _demo_over_http(root: Path, port: int, log: Path) -> Process:
+    command = [sys.executable, "-m", "phasegraph.tools.mcp.demo_server", "--root", str(root)]
+    return Process([*command, "--transport", "streamable-http", "--port", str(port)], log)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module", params=["stdio", "streamable_http"])
@@ -206,7 +176,7 @@ async def test_unknown_services_tools_and_arguments_are_error_results(services: 
 async def test_one_server_down_leaves_the_others_working(root: Path, http_url: str):
     connections: dict[str, Any] = {
         "web": {"transport": "streamable_http", "url": http_url},
-        "closed_port": {"transport": "streamable_http", "url": f"http://127.0.0.1:{_free_port()}/mcp"},
+        "closed_port": {"transport": "streamable_http", "url": f"http://127.0.0.1:{free_port()}/mcp"},
         "no_command": {"transport": "stdio", "command": "phasegraph-no-such-command", "args": []},
         "silent": {
             "transport": "stdio",
@@ -233,15 +203,11 @@ async def test_one_server_down_leaves_the_others_working(root: Path, http_url: s
 
 
 @on_module_loop
-async def test_a_service_lost_mid_run_fails_fast_and_alone(root: Path, http_url: str):
-    port = _free_port()
-    command = [sys.executable, "-m", "phasegraph.tools.mcp.demo_server", "--root", str(root)]
-    server = subprocess.Popen(
-        [*command, "--transport", "streamable-http", "--port", str(port)],
-        stderr=subprocess.DEVNULL,
-    )
+async def test_a_service_lost_mid_run_fails_fast_and_alone(root: Path, http_url: str, tmp_path: Path):
+    port = free_port()
+    server = _demo_over_http(root, port, tmp_path / "doomed.log")
     try:
-        _wait_until_listening(server, port, Path("(stderr not kept)"))
+        server.start(listens(port))
         connections: dict[str, Any] = {
             "web": {"transport": "streamable_http", "url": http_url},
             "doomed": {"transport": "streamable_http", "url": f"http://127.0.0.1:{port}/mcp"},
@@ -249,7 +215,6 @@ async def test_a_service_lost_mid_run_fails_fast_and_alone(root: Path, http_url:
         services = await McpServices.open(connections, timeout=15)
     finally:
         server.kill()  # gone at once, as a crashed server would be
-        server.wait(timeout=5)
     try:
         # the transport's failure ends that service's holder task, not the others' (nor the wait)
         lost = await services.call("doomed", "calculate", {"expression": "1"}, timeout=5)

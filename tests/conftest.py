@@ -103,3 +103,10 @@ def fresh_postgres() -> Iterator[str]:
     finally:
         with psycopg.connect(base, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop the Chromium the browser tests shared (tests/browser.py), if this process launched one."""
+    from tests.browser import close_browser
+
+    close_browser()

@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from phasegraph.graphs.registry import get_protocol
 from phasegraph.nodes.events import (
@@ -31,31 +28,13 @@ from phasegraph.nodes.events import (
     ToolCall,
     ToolResultEvent,
 )
+from tests.browser import needs_chromium, open_page
 from tests.server.conftest import Server, slow_script
 
-CHROMIUM = Path("/usr/bin/chromium")
 ANSWER = "The roadmap has two milestones."
 WAIT = 20_000  # ms, for anything that waits on the model
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (CI installs it)")
-
-
-@contextmanager
-def open_page() -> Iterator[Page]:
-    """A fresh page in Debian's headless Chromium; any uncaught page error fails the test."""
-    errors: list[str] = []
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        try:
-            page = browser.new_page(viewport={"width": 1440, "height": 960})
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            yield page
-        finally:
-            browser.close()
-    assert errors == [], errors
+pytestmark = needs_chromium
 
 
 def send(page: Page, message: str) -> None:

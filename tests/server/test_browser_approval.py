@@ -18,11 +18,12 @@ import httpx
 import pytest
 from playwright.sync_api import Page, Request, expect
 
+from tests.browser import needs_chromium, open_page
 from tests.server.conftest import Server
 from tests.server.test_ag_ui_approval import ASK, PROPOSED, WAITS, approval_server
-from tests.server.test_browser import CHROMIUM, WAIT, open_page, send
+from tests.server.test_browser import WAIT, send
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (CI installs it)")
+pytestmark = needs_chromium
 
 
 @pytest.fixture(scope="module")

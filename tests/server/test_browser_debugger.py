@@ -21,10 +21,11 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from phasegraph.graphs.registry import PROTOCOLS
+from tests.browser import needs_chromium, open_page
 from tests.server.conftest import Server, needs_postgres
-from tests.server.test_browser import CHROMIUM, WAIT, open_page, send
+from tests.server.test_browser import WAIT, send
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (CI installs it)")
+pytestmark = needs_chromium
 
 MESSAGE = "Summarise the roadmap"
 #: each protocol's model pace (ms per streamed chunk): slow enough to see the run move, fast enough

@@ -17,10 +17,10 @@ import pytest
 from playwright.sync_api import Page
 
 from phasegraph.graphs.registry import PROTOCOLS
+from tests.browser import needs_chromium, open_page
 from tests.server.conftest import Server, demo_server
-from tests.server.test_browser import CHROMIUM, open_page
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (CI installs it)")
+pytestmark = needs_chromium
 
 TERMINALS = {"__start__", "__end__"}
 #: Some routes each protocol's drawing must show as labels (the loops among them).

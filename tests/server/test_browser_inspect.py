@@ -17,12 +17,12 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from phasegraph.tools.planning import PlanningStore
+from tests.browser import needs_chromium, open_page
 from tests.helpers import turn, write_script
 from tests.server.conftest import Server, demo_server
-from tests.server.test_browser import CHROMIUM, open_page
 from tests.server.test_planner import _planning
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (CI installs it)")
+pytestmark = needs_chromium
 
 ASK = {
     "triggered_phase": "Summarise the roadmap.",

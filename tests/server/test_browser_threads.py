@@ -10,13 +10,13 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import httpx
-import pytest
 from playwright.sync_api import Page, Request, expect
 
+from tests.browser import needs_chromium, open_page
 from tests.server.conftest import slow_script
-from tests.server.test_browser import CHROMIUM, WAIT, expect_done, open_page, send
+from tests.server.test_browser import WAIT, expect_done, send
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (CI installs it)")
+pytestmark = needs_chromium
 
 FIRST, FOLLOW_UP, OTHER = "What is on the roadmap?", "And what comes after that?", "Something else entirely."
 

@@ -13,21 +13,21 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from phasegraph.nodes.models import DEMO_WORKSPACE
+from tests.browser import needs_chromium, open_page
 from tests.helpers import turn
 from tests.processes import Process, free_port, listens, running
 from tests.server.conftest import Server
 from tests.server.js import node
-from tests.server.test_browser import CHROMIUM
 
 ASK = "What is on the roadmap?"
 ANSWER = "The roadmap has two milestones: March ships the protocol, June the rest."
 FOLLOW_UP, SECOND_ANSWER = "Who is on the team?", "Three people work on the project: Ada, Linus and Grace."
 WAIT = 30_000  # ms
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (CI installs it)")
+pytestmark = needs_chromium
 
 
 def _script(folder: Path) -> str:
@@ -79,21 +79,9 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Serve
 @contextmanager
 def _page() -> Iterator[tuple[Page, list[str]]]:
     """A page in Debian's headless Chromium; page errors fail the test, console errors are returned."""
-    errors: list[str] = []
     console: list[str] = []
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        try:
-            page = browser.new_page()
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.on("console", lambda msg: console.append(msg.text) if msg.type == "error" else None)
-            yield page, console
-        finally:
-            browser.close()
-    assert errors == [], errors
+    with open_page(console, viewport={"width": 1280, "height": 720}) as page:
+        yield page, console
 
 
 def _send(page: Page, text: str) -> None:

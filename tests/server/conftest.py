@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import httpx
 import pytest
@@ -109,6 +110,44 @@ def servers(tmp_path: Path) -> Iterator[Any]:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Servers the session's tests share, one per distinct settings (``shared_servers(**env)``), each started
+    at its first use and stopped when the session ends.
+
+    For tests that only start runs and read them through public routes: every earlier test's requests,
+    threads and projects are in its database too, so such a test names its own with ``unique(...)``. A
+    test that kills, restarts or signals a server, or counts what a whole server holds, starts its own
+    (``servers``).
+    """
+    started: dict[tuple[tuple[str, str], ...], Server] = {}
+
+    def start(**env: str) -> Server:
+        key = tuple(sorted(env.items()))
+        if key not in started:
+            folder = tmp_path_factory.mktemp("shared-server")
+            base = {
+                "PHASEGRAPH_CHECKPOINTER": f"sqlite:{folder / 'state.db'}",
+                "PHASEGRAPH_WORKSPACE": str(DEMO_WORKSPACE),
+                "PHASEGRAPH_TWO_STAGE_ENABLED": "true",
+            }
+            started[key] = Server(env={**base, **env}, log=folder / "server.log").start()
+        server = started[key]
+        assert server.running is not None and server.running.running(), (
+            f"a shared server died (tests must not stop one):\n{server.running and server.running.output()}"
+        )
+        return server
+
+    yield start
+    for server in started.values():
+        server.stop()
+
+
+def unique(prefix: str) -> str:
+    """An id no other test uses (requests, threads and projects on a shared server)."""
+    return f"{prefix}-{uuid4().hex[:10]}"
 
 
 def read_sse(

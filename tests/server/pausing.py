@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any
 
@@ -25,6 +25,11 @@ class PausingDemo:
     body: Callable[[str], dict[str, Any]]  # the start body of a request id
     every_pause_point: list[Stop]  # in order, where it stops when asked to pause as each segment starts
     stopped_after: Callable[[list[Event]], Stop]  # told by a paused segment's last protocol event
+
+    def with_fields(self, **fields: Any) -> PausingDemo:
+        """The same demo with ``fields`` added to its start bodies (a project of its own, another model)."""
+        body = self.body
+        return replace(self, body=lambda request_id: {**body(request_id), **fields})
 
     def segment(self, client: httpx.Client, request_id: str, *, start: bool = False) -> list[Event]:
         """Start or resume the demo and ask it to pause at once: it stops at its next pause point.
@@ -121,6 +126,22 @@ def wait_until_not_running(client: httpx.Client, request_id: str) -> str:
         assert time.monotonic() < deadline, "no replica took the run over"
         time.sleep(0.1)
     return str(status)
+
+
+def wait_for(condition: Callable[[], bool], what: str) -> None:
+    """Until ``condition()`` holds (``what`` says what never happened)."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def checkpoint_values(client: httpx.Client, thread_id: str, checkpoint_id: str) -> dict[str, Any]:
+    """The state a checkpoint of the thread saved."""
+    answer = client.get(f"/api/threads/{thread_id}/checkpoints/{checkpoint_id}").json()
+    assert answer["checkpointId"] == checkpoint_id
+    values: dict[str, Any] = answer["values"]
+    return values
 
 
 def latest_values(client: httpx.Client, thread_id: str) -> dict[str, Any]:

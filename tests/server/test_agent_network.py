@@ -2,15 +2,15 @@
 
 SSE frames are parsed back into the event union; the bundled example network (triage hands the
 question to the researcher, who searches and reads the docs, then hands it to the writer, who
-responds) is paused at its pause points, resumed, killed, moved between replicas, cancelled,
-replayed and forked, and no tool that completed ever runs again.
+responds) streams in order, and killed mid-tool it is taken over and repeats only that tool. The
+tests every protocol shares (replayed, paused and resumed, moved between replicas, cancelled,
+restarted, forked) are in test_protocol_runs.py, on this module's demo and helpers.
 """
 
 import asyncio
 import os
 import shutil
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -19,11 +19,11 @@ import httpx
 import pytest
 
 from phasegraph.graphs.run import RunResult, run
-from phasegraph.nodes.events import Cancelled, Event, Final, Paused, Resumed, Route, ToolCall, ToolResultEvent
+from phasegraph.nodes.events import Event, Final, Paused, Resumed, Route, ToolCall, ToolResultEvent
 from phasegraph.nodes.models import DEMO_WORKSPACE
 from phasegraph.nodes.trace import MemoryTraceStore
 from tests.graphs.test_agent_network import QUESTION
-from tests.server.conftest import Server, demo_server, needs_postgres, read_sse, stream
+from tests.server.conftest import Server, needs_postgres, read_sse, stream, unique
 from tests.server.pausing import (
     PausingDemo,
     check_resumes,
@@ -74,22 +74,14 @@ SEARCHED = ("tool_execution", 4, 2, "researcher", 2)
 ARCHIVE_DEPTH, ARCHIVE_NOTES = 40, 6000
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """One server for the tests that need nothing but the default settings (each start costs seconds)."""
-    with demo_server(tmp_path_factory, "agent-network") as started:
-        yield started
-
-
-@pytest.fixture(scope="module")
-def slow_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def make_slow_workspace(folder: Path) -> Path:
     """The demo workspace plus a deep archive of notes under docs/ that mention nothing of the question.
 
     The demo's search_files walks docs/, so here it takes a second or so and finds exactly what it
     finds in the bundled workspace: a test can pause, cancel or kill the run while the tool runs.
     (The demo's decisions come from a script and take milliseconds: the tool is its one slow step.)
     """
-    root = tmp_path_factory.mktemp("slow") / "workspace"
+    root = folder / "workspace"
     shutil.copytree(DEMO_WORKSPACE, root)
     archive = root / "docs" / "archive"
     for level in range(ARCHIVE_DEPTH):
@@ -103,9 +95,18 @@ def slow_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def in_process() -> RunResult:
-    """The demo run in this process, with no server: what every stream below must reproduce."""
+def slow_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_slow_workspace(tmp_path_factory.mktemp("slow"))
+
+
+def reference_run() -> RunResult:
+    """The demo run in this process, with no server: what every stream of it must reproduce."""
     return asyncio.run(run("agent_network", QUESTION, traces=MemoryTraceStore()))
+
+
+@pytest.fixture(scope="module")
+def in_process() -> RunResult:
+    return reference_run()
 
 
 def _body(request_id: str, **extra: Any) -> dict[str, Any]:
@@ -212,19 +213,20 @@ def _kill_while_searching(server: Server, request_id: str) -> list[Event]:
     return seen
 
 
-def test_the_demo_streams_in_order_to_the_writers_answer(server: Server, in_process: RunResult):
-    with httpx.Client(base_url=server.url) as client:
+def test_the_demo_streams_in_order_to_the_writers_answer(shared_servers, in_process: RunResult):
+    request_id = unique("an-demo")  # the server is the session's, shared
+    with httpx.Client(base_url=shared_servers().url) as client:
         listed = {p["id"]: (p["seed"], p["route"]) for p in client.get("/api/protocols").json()}
         assert listed["agent_network"] == ("003", RUN)
-        events = stream(client, "POST", RUN, json=_body("an-demo"))
-        status = client.get("/api/requests/an-demo").json()
-        traced = tools_traced(client, "an-demo")
-        values = latest_values(client, "an-demo")
+        events = stream(client, "POST", RUN, json=_body(request_id))
+        status = client.get(f"/api/requests/{request_id}").json()
+        traced = tools_traced(client, request_id)
+        values = latest_values(client, request_id)
     assert (status["status"], status["protocol"], status["lastSeq"]) == ("completed", "agent_network", 12)
     assert status["model"] == "scripted:demo"
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert {(e.request_id, e.project_id, e.protocol) for e in events} == {
-        ("an-demo", "proj", "agent_network")
+        (request_id, "proj", "agent_network")
     }
     # exactly the protocol's own events, in its order: the server adds and changes nothing
     assert [e.type for e in events] == DEMO_KINDS
@@ -253,70 +255,6 @@ def test_the_demo_streams_in_order_to_the_writers_answer(server: Server, in_proc
     assert final.answer == in_process.final.answer and "Linus" in final.answer
     assert traced == TOOLS
     _check_logs(values, executed, final.answer)
-
-
-def test_last_event_id_replays_what_was_missed_without_repeats(server: Server):
-    with httpx.Client(base_url=server.url) as client:
-        body = _body("an-replay", onDisconnect="continue", showToolOutputs=True)
-        head = stream(client, "POST", RUN, json=body, stop_after="route")  # then drop the connection
-        follow = "/api/requests/an-replay/stream"
-        rest = stream(client, "GET", follow, headers={"Last-Event-ID": str(head[-1].seq)})
-        everything = stream(client, "GET", follow)
-        nothing_after = {"Last-Event-ID": str(everything[-1].seq)}
-        assert stream(client, "GET", follow, headers=nothing_after) == []
-        past_the_end = client.get(follow, headers={"Last-Event-ID": str(everything[-1].seq + 1)})
-    assert [e.type for e in head] == ["agent_step", "route"]
-    events = head + rest
-    assert [e.seq for e in events] == list(range(1, len(events) + 1))
-    assert [e.to_json() for e in everything] == [e.to_json() for e in events]
-    assert [e.type for e in events] == DEMO_KINDS
-    _check_tools_ran_once(events)
-    outputs = {e.name: e.output for e in events if isinstance(e, ToolResultEvent)}
-    assert outputs["read_file"] is not None and "Linus: streaming server" in outputs["read_file"]
-    assert outputs["search_files"] is not None and "docs/roadmap.md" in outputs["search_files"]
-    assert past_the_end.status_code == 409 and "Last-Event-ID" in past_the_end.json()["message"]
-
-
-def test_pausing_at_every_pause_point_then_resuming_runs_each_tool_once(
-    server: Server, in_process: RunResult
-):
-    with httpx.Client(base_url=server.url) as client:
-        segments = DEMO.pause_and_replay(client, "an-pause", TOOLS)
-        values = latest_values(client, "an-pause")
-    _check_resumed_without_repeats(segments, in_process)
-    events = [e for segment in segments for e in segment]
-    final = events[-1]
-    assert isinstance(final, Final)
-    _check_logs(values, _check_tools_ran_once(events), final.answer)
-
-
-def test_a_run_killed_while_paused_after_its_search_resumes_on_a_restarted_server(
-    servers, slow_workspace: Path, in_process: RunResult
-):
-    env = {"PHASEGRAPH_WORKSPACE": str(slow_workspace)}
-    first = servers(**env)
-    with httpx.Client(base_url=first.url) as client:
-        segments = [DEMO.segment(client, "an-restart", start=True)]
-        while not any(e.type == "tool_result" for e in segments[-1]):
-            segments.append(DEMO.segment(client, "an-restart"))
-    first.kill()  # SIGKILL while paused right after search_files ran (the search is slow: it stops there)
-    assert _stopped_after(segments[-1]) == ("use_tool", 4)
-
-    second = servers(**env)
-    with httpx.Client(base_url=second.url) as client:
-        assert client.get("/api/requests/an-restart").json()["status"] == "paused"
-        replayed = stream(client, "GET", "/api/requests/an-restart/stream")
-        rest = stream(client, "POST", "/api/requests/an-restart/resume", json={})
-        traced = tools_traced(client, "an-restart")
-        values = latest_values(client, "an-restart")
-    before = [e for segment in segments for e in segment]
-    assert [e.to_json() for e in replayed] == [e.to_json() for e in before]
-    _check_resumed_without_repeats([*segments, rest], in_process)
-    assert [e.name for e in rest if isinstance(e, ToolCall)] == ["read_file"]
-    assert traced == TOOLS  # search_files ran before the kill and never again
-    final = rest[-1]
-    assert isinstance(final, Final)
-    _check_logs(values, _check_tools_ran_once(before + rest), final.answer)
 
 
 @pytest.mark.parametrize("taken_over_by", ["restarted server", pytest.param("replica", marks=needs_postgres)])
@@ -358,101 +296,3 @@ def test_a_run_killed_mid_tool_is_taken_over_and_repeats_only_that_tool(
     assert isinstance(final, Final) and in_process.final is not None
     assert final.answer == in_process.final.answer
     _check_logs(values, executed, final.answer)  # the interrupted execution left nothing in the logs
-
-
-@needs_postgres
-def test_two_replicas_take_turns_at_every_pause_point(servers, in_process: RunResult):
-    database = {"PHASEGRAPH_CHECKPOINTER": os.environ["PHASEGRAPH_TEST_POSTGRES_URL"]}
-    replica_a, replica_b = servers(**database), servers(**database)
-    request_id = f"an-{uuid4().hex}"
-    with httpx.Client(base_url=replica_a.url) as a, httpx.Client(base_url=replica_b.url) as b:
-        segments = DEMO.pause_everywhere([a, b], request_id)
-        traced = [tools_traced(client, request_id) for client in (a, b)]
-        replayed = [stream(client, "GET", f"/api/requests/{request_id}/stream") for client in (a, b)]
-        values = latest_values(b, request_id)
-    DEMO.check_stops(segments)
-    _check_resumed_without_repeats(segments, in_process)
-    assert traced == [TOOLS, TOOLS]
-    events = [e.to_json() for segment in segments for e in segment]
-    assert [e.to_json() for e in replayed[0]] == [e.to_json() for e in replayed[1]] == events
-    final = segments[-1][-1]
-    assert isinstance(final, Final)
-    _check_logs(values, _check_tools_ran_once(replayed[0]), final.answer)
-
-
-def test_cancel_ends_a_running_or_paused_run_for_good(servers, slow_workspace: Path):
-    server = servers(PHASEGRAPH_WORKSPACE=str(slow_workspace))
-    with httpx.Client(base_url=server.url) as client:
-
-        def cancel_mid_search(event: Event) -> None:
-            if isinstance(event, ToolCall):
-                assert client.post("/api/requests/an-cancel/cancel").json()["status"] == "cancelled"
-
-        running = stream(client, "POST", RUN, json=_body("an-cancel"), on_event=cancel_mid_search)
-        refused = client.post("/api/requests/an-cancel/resume", json={})
-        paused = DEMO.segment(client, "an-cancel-paused", start=True)
-        assert client.post("/api/requests/an-cancel-paused/cancel").json()["status"] == "cancelled"
-        assert client.post("/api/requests/an-cancel-paused/cancel").status_code == 200  # idempotent
-        replayed = stream(client, "GET", "/api/requests/an-cancel-paused/stream")
-        statuses = {
-            client.get(f"/api/requests/{r}").json()["status"] for r in ("an-cancel", "an-cancel-paused")
-        }
-        refused_too = client.post("/api/requests/an-cancel-paused/resume", json={})
-    assert [e.type for e in running] == [*DEMO_KINDS[:4], "cancelled"]  # the search never returned
-    cancelled = running[-1]
-    assert isinstance(cancelled, Cancelled) and cancelled.protocol == "agent_network"
-    assert _where(cancelled) == DECIDED_TO_SEARCH
-    assert statuses == {"cancelled"}
-    for answer in (refused, refused_too):
-        assert answer.status_code == 409 and "cancelled" in answer.json()["message"]
-    assert _stopped_after(paused) in EVERY_PAUSE_POINT[:2]  # before the search, or after it
-    cancelled = replayed[-1]
-    assert [e.to_json() for e in replayed[:-1]] == [e.to_json() for e in paused]
-    assert isinstance(cancelled, Cancelled) and cancelled.seq == paused[-1].seq + 1
-    assert _where(cancelled) == _where(paused[-1]) == _where(paused[-2])
-
-
-def test_checkpoints_show_the_network_and_fork_after_its_first_tool(server: Server, in_process: RunResult):
-    with httpx.Client(base_url=server.url) as client:
-        done = stream(client, "POST", RUN, json=_body("an-cp"))
-        timeline = client.get("/api/threads/an-cp/checkpoints").json()
-        used = [c for c in timeline if c["node"] == "use_tool"]
-        routed = next(c for c in timeline if c["node"] == "route_to_agent")
-        values = {
-            name: client.get(f"/api/threads/an-cp/checkpoints/{c['checkpointId']}").json()["values"]
-            for name, c in (("used", used[0]), ("routed", routed))
-        }
-        final_values = latest_values(client, "an-cp")
-        forked = stream(client, "POST", f"/api/threads/an-cp/checkpoints/{used[0]['checkpointId']}/fork")
-        forked_values = latest_values(client, "an-cp")  # the fork's branch is the thread's newest
-        from_phase = stream(client, "POST", "/api/requests/an-cp/resume", json={"resumeFromPhaseIndex": 4})
-        traced = [tools_traced(client, r) for r in ("an-cp", forked[0].request_id)]
-    assert [c["node"] for c in timeline] == TIMELINE
-    assert [c["phaseIndex"] for c in timeline] == [None, None, 0, *range(1, 10), 9]
-    assert timeline[-1]["next"] == [] and [c["next"] for c in used] == [["run_agent_step"]] * 2
-    assert [c["phaseIndex"] for c in used] == [4, 6] and routed["phaseIndex"] == 2
-    after_route, after_search = values["routed"], values["used"]
-    handed_over = (after_route["current_agent"], after_route["control_epoch"], after_route["steps"])
-    assert handed_over == ("researcher", 2, 1)
-    assert after_route["handoff"].startswith("Find who works on the streaming server")
-    assert after_route["tool_execution_log"] == {}
-    done_ids = _check_tools_ran_once(done)
-    assert [e["execution_id"] for e in after_search["execution_log"] if e["type"] == "tool"] == done_ids[:1]
-    assert list(after_search["tool_execution_log"]) == done_ids[:1] and after_search["steps"] == 2
-    final = done[-1]
-    assert isinstance(final, Final)
-    _check_logs(final_values, done_ids, final.answer)
-    for resumed, continued in ((forked, 1), (from_phase, done[-1].seq + 1)):
-        assert isinstance(resumed[0], Resumed) and resumed[0].fork and resumed[0].seq == continued
-        assert [e.seq for e in resumed] == list(range(continued, continued + len(resumed)))
-        # search_files ran before the point they continue from and never again
-        assert [e.name for e in resumed if isinstance(e, ToolCall)] == ["read_file"]
-        assert _progress(resumed) == _progress(in_process.events)[DEMO_KINDS.index("tool_result") + 1 :]
-        assert isinstance(resumed[-1], Final) and resumed[-1].answer == final.answer
-    assert forked[0].request_id != "an-cp" and isinstance(from_phase[0], Resumed)
-    assert from_phase[0].from_phase_index == 4
-    # the fork keeps the search's execution from the checkpoint and adds a read of its own
-    fork_read = next(e.execution_id for e in forked if isinstance(e, ToolCall))
-    assert fork_read is not None and fork_read not in done_ids
-    _check_logs(forked_values, [done_ids[0], fork_read], final.answer)
-    assert traced == [[*TOOLS, "read_file"], ["read_file"]]

@@ -151,23 +151,6 @@ def test_resume_from_an_earlier_phase_forks(servers):
         assert too_far.status_code == 404
 
 
-def test_last_event_id_replays_what_was_missed_without_repeats(servers, tmp_path: Path):
-    server = servers(PHASEGRAPH_MODEL=slow_script(tmp_path))
-    with httpx.Client(base_url=server.url) as client:
-        body = _body(requestId="req-replay", onDisconnect="continue")
-        head = stream(
-            client, "POST", TWO_STAGE, json=body, stop_after="tool_call"
-        )  # then drop the connection
-        rest = stream(
-            client, "GET", "/api/requests/req-replay/stream", headers={"Last-Event-ID": str(head[-1].seq)}
-        )
-        events = head + rest
-        assert [e.seq for e in events] == list(range(1, len(events) + 1))
-        assert events[-1].type == "final"
-        everything = stream(client, "GET", "/api/requests/req-replay/stream")
-        assert [e.seq for e in everything] == [e.seq for e in events]
-
-
 def test_dropping_the_connection_pauses_the_run(servers, tmp_path: Path):
     server = servers(PHASEGRAPH_MODEL=slow_script(tmp_path))
     with httpx.Client(base_url=server.url) as client:

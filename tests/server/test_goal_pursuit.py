@@ -1,17 +1,13 @@
 """goal_pursuit over real HTTP: the server streams it with no code of its own for the protocol.
 
 SSE frames are parsed back into the event union; the offline demo (two tool executions on the
-bundled story world) is paused at its pause points, resumed, restarted, moved between replicas,
-cancelled and replayed.
+bundled story world) streams to one final. The tests every protocol shares (replayed, paused and
+resumed, moved between replicas, cancelled, restarted, forked) are in test_protocol_runs.py, on this
+module's demo and helpers.
 """
 
 import asyncio
-import os
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
-from uuid import uuid4
 
 import httpx
 import pytest
@@ -19,9 +15,8 @@ import pytest
 from phasegraph.graphs.run import RunResult, run
 from phasegraph.nodes.events import Event, Final, Paused, Resumed
 from phasegraph.nodes.trace import MemoryTraceStore
-from phasegraph.tools.resources import ResourceRepository, bundled_world
-from tests.graphs.test_goal_pursuit import CHAPTER, COMPASS, GOAL, MIRA
-from tests.server.conftest import Server, demo_server, stream
+from tests.graphs.test_goal_pursuit import COMPASS, GOAL, MIRA
+from tests.server.conftest import stream, unique
 from tests.server.pausing import PausingDemo, check_resumes, tools_traced
 
 RUN = "/api/runs/goal_pursuit/stream"
@@ -46,17 +41,14 @@ NODE_OF = {
 }
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """One server for the tests that need nothing but the default settings (each start costs seconds)."""
-    with demo_server(tmp_path_factory, "goal-pursuit") as started:
-        yield started
+def reference_run() -> RunResult:
+    """The demo run in this process, with no server: what every stream of it must reproduce."""
+    return asyncio.run(run("goal_pursuit", GOAL, traces=MemoryTraceStore()))
 
 
 @pytest.fixture(scope="module")
 def in_process() -> RunResult:
-    """The demo run in this process, with no server: what every stream below must reproduce."""
-    return asyncio.run(run("goal_pursuit", GOAL, traces=MemoryTraceStore()))
+    return reference_run()
 
 
 def _body(request_id: str, **extra: Any) -> dict[str, Any]:
@@ -96,15 +88,18 @@ def _check_resumed_without_repeats(segments: list[list[Event]], in_process: RunR
 DEMO = PausingDemo(RUN, _body, EVERY_PAUSE_POINT, _stopped_after)
 
 
-def test_the_demo_streams_to_one_final_with_its_resolution(server: Server, in_process: RunResult):
-    with httpx.Client(base_url=server.url) as client:
+def test_the_demo_streams_to_one_final_with_its_resolution(shared_servers, in_process: RunResult):
+    request_id = unique("gp-demo")  # the server is the session's, shared
+    with httpx.Client(base_url=shared_servers().url) as client:
         listed = {p["id"]: p["route"] for p in client.get("/api/protocols").json()}
         assert listed["goal_pursuit"] == RUN
-        events = stream(client, "POST", RUN, json=_body("gp-demo"))
-        assert client.get("/api/requests/gp-demo").json()["status"] == "completed"
-        traced = tools_traced(client, "gp-demo")
+        events = stream(client, "POST", RUN, json=_body(request_id))
+        assert client.get(f"/api/requests/{request_id}").json()["status"] == "completed"
+        traced = tools_traced(client, request_id)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
-    assert {(e.request_id, e.project_id, e.protocol) for e in events} == {("gp-demo", "proj", "goal_pursuit")}
+    assert {(e.request_id, e.project_id, e.protocol) for e in events} == {
+        (request_id, "proj", "goal_pursuit")
+    }
     assert all(e.phase is not None and e.phase_index is not None for e in events)
     # exactly the protocol's own events, in its order: the server adds and changes nothing
     assert _progress(events) == _progress(in_process.events)
@@ -120,134 +115,3 @@ def test_the_demo_streams_to_one_final_with_its_resolution(server: Server, in_pr
     assert calls[0].args == {"item_uri": COMPASS, "to_uri": MIRA}
     assert all("output" not in e.to_dict() for e in events if e.type == "tool_result")
     assert traced == TOOLS
-
-
-def test_last_event_id_replays_what_was_missed_without_repeats(server: Server):
-    with httpx.Client(base_url=server.url) as client:
-        body = _body("gp-replay", onDisconnect="continue", showToolOutputs=True)
-        head = stream(client, "POST", RUN, json=body, stop_after="decision")  # then drop the connection
-        rest = stream(
-            client, "GET", "/api/requests/gp-replay/stream", headers={"Last-Event-ID": str(head[-1].seq)}
-        )
-        everything = stream(client, "GET", "/api/requests/gp-replay/stream")
-        nothing_after = {"Last-Event-ID": str(everything[-1].seq)}
-        assert stream(client, "GET", "/api/requests/gp-replay/stream", headers=nothing_after) == []
-    events = head + rest
-    assert [e.seq for e in events] == list(range(1, len(events) + 1))
-    assert [e.to_json() for e in everything] == [e.to_json() for e in events]
-    assert events[-1].type == "final" and events[-1].resolution["status"] == "success"
-    outputs = [e.output for e in events if e.type == "tool_result"]
-    assert "owner 'res://character/tamsin-reed' -> 'res://character/mira-voss'" in outputs[0]
-
-
-def test_pausing_at_every_pause_point_then_resuming_runs_each_tool_once(
-    server: Server, in_process: RunResult
-):
-    with httpx.Client(base_url=server.url) as client:
-        segments = DEMO.pause_and_replay(client, "gp-pause", TOOLS)
-    _check_resumed_without_repeats(segments, in_process)
-
-
-def test_a_paused_run_resumes_on_a_restarted_server(servers, tmp_path: Path, in_process: RunResult):
-    world = tmp_path / "world"  # a repository on disk: its changes outlive the process
-    shutil.copytree(bundled_world(), world)
-    first = servers(PHASEGRAPH_RESOURCES=str(world))
-    with httpx.Client(base_url=first.url) as client:
-        segments = [DEMO.segment(client, "gp-restart", start=True)]
-        while not any(e.type == "tool_result" for e in segments[-1]):
-            segments.append(DEMO.segment(client, "gp-restart"))
-    first.kill()  # SIGKILL while paused after move_item ran (at its pause point)
-    assert ResourceRepository.load(world).get(COMPASS).properties["owner"] == MIRA
-
-    second = servers(PHASEGRAPH_RESOURCES=str(world))
-    with httpx.Client(base_url=second.url) as client:
-        assert client.get("/api/requests/gp-restart").json()["status"] == "paused"
-        replayed = stream(client, "GET", "/api/requests/gp-restart/stream")
-        rest = stream(client, "POST", "/api/requests/gp-restart/resume", json={})
-        traced = tools_traced(client, "gp-restart")
-    before = [e for segment in segments for e in segment]
-    assert [e.to_json() for e in replayed] == [e.to_json() for e in before]
-    _check_resumed_without_repeats([*segments, rest], in_process)
-    assert [e.name for e in rest if e.type == "tool_call"] == ["add_chapter_note"]
-    assert traced == TOOLS  # move_item ran before the kill and never again
-    notes = ResourceRepository.load(world).get(CHAPTER).properties["notes"]
-    assert len(notes) == 1 and "compass" in notes[0]
-
-
-@pytest.mark.skipif(
-    not os.environ.get("PHASEGRAPH_TEST_POSTGRES_URL"), reason="PHASEGRAPH_TEST_POSTGRES_URL unset"
-)
-def test_two_replicas_take_turns_at_every_pause_point(servers, in_process: RunResult):
-    database = {"PHASEGRAPH_CHECKPOINTER": os.environ["PHASEGRAPH_TEST_POSTGRES_URL"]}
-    replica_a, replica_b = servers(**database), servers(**database)
-    request_id = f"gp-{uuid4().hex}"  # the database outlives the test
-    with httpx.Client(base_url=replica_a.url) as a, httpx.Client(base_url=replica_b.url) as b:
-        segments = DEMO.pause_everywhere([a, b], request_id)
-        traced = [tools_traced(client, request_id) for client in (a, b)]
-        replayed = [stream(client, "GET", f"/api/requests/{request_id}/stream") for client in (a, b)]
-    DEMO.check_stops(segments)
-    _check_resumed_without_repeats(segments, in_process)
-    assert traced == [TOOLS, TOOLS]
-    events = [e.to_json() for segment in segments for e in segment]
-    assert [e.to_json() for e in replayed[0]] == [e.to_json() for e in replayed[1]] == events
-
-
-def test_cancel_ends_a_running_or_paused_run_for_good(server: Server):
-    with httpx.Client(base_url=server.url) as client:
-
-        def cancel_at_once(event: Event) -> None:
-            if event.seq == 1:
-                assert client.post("/api/requests/gp-cancel/cancel").json()["status"] == "cancelled"
-
-        running = stream(client, "POST", RUN, json=_body("gp-cancel"), on_event=cancel_at_once)
-        refused = client.post("/api/requests/gp-cancel/resume", json={})
-        paused = DEMO.segment(client, "gp-cancel-paused", start=True)
-        assert client.post("/api/requests/gp-cancel-paused/cancel").json()["status"] == "cancelled"
-        assert client.post("/api/requests/gp-cancel-paused/cancel").status_code == 200  # idempotent
-        replayed = stream(client, "GET", "/api/requests/gp-cancel-paused/stream")
-        statuses = {
-            client.get(f"/api/requests/{r}").json()["status"] for r in ("gp-cancel", "gp-cancel-paused")
-        }
-        refused_too = client.post("/api/requests/gp-cancel-paused/resume", json={})
-    assert running[-1].type == "cancelled" and not [e for e in running if e.type == "final"]
-    assert running[-1].protocol == "goal_pursuit"
-    assert statuses == {"cancelled"}
-    for answer in (refused, refused_too):
-        assert answer.status_code == 409 and "cancelled" in answer.json()["message"]
-    cancelled = replayed[-1]
-    assert [e.to_json() for e in replayed[:-1]] == [e.to_json() for e in paused]
-    assert cancelled.type == "cancelled" and cancelled.seq == paused[-1].seq + 1
-    assert (cancelled.phase, cancelled.phase_index, cancelled.iteration) == ("refinement_analysis", 6, 1)
-
-
-def test_checkpoints_show_the_pursuit_and_fork_after_its_first_tool(server: Server, in_process: RunResult):
-    with httpx.Client(base_url=server.url) as client:
-        done = stream(client, "POST", RUN, json=_body("gp-cp"))
-        timeline = client.get("/api/threads/gp-cp/checkpoints").json()
-        executed = [c for c in timeline if c["node"] == "execute_action"]
-        analyzed = next(c for c in timeline if c["node"] == "analyze_refinement")
-        values = {
-            name: client.get(f"/api/threads/gp-cp/checkpoints/{c['checkpointId']}").json()["values"]
-            for name, c in (("executed", executed[0]), ("analyzed", analyzed))
-        }
-        forked = stream(client, "POST", f"/api/threads/gp-cp/checkpoints/{executed[0]['checkpointId']}/fork")
-        from_phase = stream(client, "POST", "/api/requests/gp-cp/resume", json={"resumeFromPhaseIndex": 10})
-    phases = [NODE_OF[e.phase] for e in in_process.events if e.type == "phase_start"]
-    assert [c["node"] for c in timeline] == [None, "__start__", "start_pursuit", *phases, "finish_pursuit"]
-    assert [c["phaseIndex"] for c in timeline[3:]] == [*range(1, len(phases) + 1), len(phases)]
-    assert timeline[-1]["next"] == [] and executed[0]["next"] == ["discover_context"]
-    assert [c["phaseIndex"] for c in executed] == [10, 14]
-    assert analyzed["phaseIndex"] == 6 and analyzed["next"] == ["discover_context"]
-    after_refine, after_tool = values["analyzed"], values["executed"]
-    assert (after_refine["iteration"], after_refine["step"]) == (1, 0)
-    assert after_refine["verdict"]["verdict"] == "refine"
-    assert "Mira Voss" in after_refine["assessment"]["expected_actions"]
-    assert (after_tool["iteration"], after_tool["context_round"], after_tool["step"]) == (0, 0, 1)
-    assert [r["name"] for r in after_tool["results"]] == ["move_item"] and len(after_tool["executed"]) == 1
-    assert after_tool["assessment"]["finished_tasks"][0].startswith("move_item(")
-    for resumed, continued in ((forked, 1), (from_phase, done[-1].seq + 1)):
-        assert isinstance(resumed[0], Resumed) and resumed[0].fork and resumed[0].seq == continued
-        assert [e.seq for e in resumed] == list(range(continued, continued + len(resumed)))
-        assert [e.name for e in resumed if e.type == "tool_call"] == ["add_chapter_note"]  # move_item ran
-        assert resumed[-1].type == "final" and resumed[-1].resolution == done[-1].resolution
-    assert forked[0].request_id != "gp-cp" and from_phase[0].from_phase_index == 10

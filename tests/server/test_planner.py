@@ -6,9 +6,10 @@ the planner answers) streams through ``POST /api/agent/stream`` and is accounted
 ``GET /api/usage``. A plan held for review runs when the user approves it in the next turn, on a
 restarted server; a destructive call waits for an explicit approval (an interrupt answered through the
 native resume route), and a rejection holds even when the model makes the call again. Through the generic
-route the demo is paused at its pause points and resumed, on a restarted server or another replica,
-or killed in the middle of a plan step and taken over, and no tool that completed ever runs again.
-A failed tool lands in ``GET /api/errors``; both ledgers show only the caller's projects.
+route the demo is killed in the middle of a plan step and taken over, and no tool that completed runs
+again (paused at its pause points and resumed, on a restarted server or by two replicas: in
+test_protocol_runs.py, on this module's demo and helpers). A failed tool lands in ``GET /api/errors``;
+both ledgers show only the caller's projects.
 """
 
 import asyncio
@@ -142,10 +143,9 @@ def server(tmp_path_factory: pytest.TempPathFactory, scripts: dict[str, str]) ->
         yield started
 
 
-@pytest.fixture(scope="module")
-def in_process(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
-    """The demo run in this process, with no server: what every stream below must reproduce."""
-    database = f"sqlite:{tmp_path_factory.mktemp('planner-in-process') / 'state.db'}"
+def reference_run(folder: Path) -> RunResult:
+    """The demo run in this process, with no server: what every stream of it must reproduce."""
+    database = f"sqlite:{folder / 'state.db'}"
     return asyncio.run(
         run(
             "planner",
@@ -155,6 +155,11 @@ def in_process(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
             traces=MemoryTraceStore(),
         )
     )
+
+
+@pytest.fixture(scope="module")
+def in_process(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
+    return reference_run(tmp_path_factory.mktemp("planner-in-process"))
 
 
 def _agent_body(request_id: str, **extra: Any) -> dict[str, Any]:
@@ -457,39 +462,6 @@ def test_a_destructive_call_waits_for_an_approval_and_a_rejection_holds_when_ask
     assert humans == ["Archive Orbit"]  # answers are no messages
 
 
-def test_pausing_at_every_pause_point_then_resuming_runs_each_tool_once(
-    server: Server, in_process: RunResult
-):
-    with httpx.Client(base_url=server.url) as client:
-        segments = DEMO.pause_and_replay(client, "planner-pause", TOOLS)
-    _check_resumed_without_repeats(segments, in_process)
-    assert [s[0].type for s in segments[1:]] == ["resumed"] * (len(segments) - 1)
-    _check_the_demo_built_its_project(server, "proj")
-
-
-def test_a_run_paused_after_its_first_tool_resumes_on_a_restarted_server(servers, in_process: RunResult):
-    first = servers()
-    with httpx.Client(base_url=first.url) as client:
-        segments = [DEMO.segment(client, "planner-restart", start=True)]
-    assert _stopped_after(segments[0]) == EVERY_PAUSE_POINT[0]
-    first.kill()  # SIGKILL while paused right after list_templates ran
-
-    second = servers()
-    with httpx.Client(base_url=second.url) as client:
-        assert client.get("/api/requests/planner-restart").json()["status"] == "paused"
-        replayed = stream(client, "GET", "/api/requests/planner-restart/stream")
-        while isinstance(segments[-1][-1], Paused):
-            segments.append(DEMO.segment(client, "planner-restart"))
-        traced = tools_traced(client, "planner-restart")
-    assert [e.to_json() for e in replayed] == [e.to_json() for e in segments[0]]
-    DEMO.check_stops(segments)
-    events = _check_resumed_without_repeats(segments, in_process)
-    rest = [e for segment in segments[1:] for e in segment]
-    assert [e.name for e in rest if isinstance(e, ToolCall)] == TOOLS[1:]
-    assert traced == TOOLS and events[-1].type == "final"
-    _check_the_demo_built_its_project(second, "proj")
-
-
 def test_the_ledgers_show_only_the_callers_projects_and_a_failed_tool_is_an_error_row(servers, scripts):
     server = servers(PHASEGRAPH_API_TOKENS="ta:projA;tb:projB", **_allowed(scripts))
     failing = {
@@ -537,41 +509,6 @@ def test_the_ledgers_show_only_the_callers_projects_and_a_failed_tool_is_an_erro
         assert answer.status_code == 422 and "colour" in answer.text
 
 
-@pytest.fixture(scope="module")
-def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Server]]:
-    """Two replicas on the test Postgres, shared by the module's Postgres tests."""
-    database = os.environ["PHASEGRAPH_TEST_POSTGRES_URL"]
-    with (
-        demo_server(tmp_path_factory, "replica-a", PHASEGRAPH_CHECKPOINTER=database) as replica_a,
-        demo_server(tmp_path_factory, "replica-b", PHASEGRAPH_CHECKPOINTER=database) as replica_b,
-    ):
-        yield replica_a, replica_b
-
-
-def _demo_in(scope: str) -> PausingDemo:
-    """The demo in a project of its own (a Postgres database outlives the test, and its projects too)."""
-    return PausingDemo(RUN, lambda rid: _run_body(rid, projectId=scope), EVERY_PAUSE_POINT, _stopped_after)
-
-
-@needs_postgres
-def test_two_replicas_take_turns_at_every_pause_point(replicas: tuple[Server, Server], in_process: RunResult):
-    request_id, scope = f"pl-{uuid4().hex}", f"pl-{uuid4().hex}"
-    demo = _demo_in(scope)
-    with httpx.Client(base_url=replicas[0].url) as a, httpx.Client(base_url=replicas[1].url) as b:
-        segments = demo.pause_everywhere([a, b], request_id)
-        traced = [tools_traced(client, request_id) for client in (a, b)]
-        replayed = [stream(client, "GET", f"/api/requests/{request_id}/stream") for client in (a, b)]
-        report = _usage(b, requestId=request_id, by="operation")
-    demo.check_stops(segments)
-    _check_resumed_without_repeats(segments, in_process)
-    assert traced == [TOOLS, TOOLS]
-    events = [e.to_json() for segment in segments for e in segment]
-    assert [e.to_json() for e in replayed[0]] == [e.to_json() for e in replayed[1]] == events
-    assert len(report["rows"]) == DEMO_CALLS  # no model call was made (or accounted) twice
-    _check_sums(report)
-    _check_the_demo_built_its_project(replicas[0], scope)
-
-
 def _kill_in_third_step(server: Server, request_id: str, scope: str) -> list[Event]:
     """Start the demo and SIGKILL its server while the plan's third step (the brief) is being published.
 
@@ -599,19 +536,18 @@ def _kill_in_third_step(server: Server, request_id: str, scope: str) -> list[Eve
 
 
 @needs_postgres
-def test_a_run_killed_mid_plan_step_is_taken_over_and_repeats_only_that_step(
-    servers, replicas: tuple[Server, Server], in_process: RunResult
-):
+def test_a_run_killed_mid_plan_step_is_taken_over_and_repeats_only_that_step(servers, in_process: RunResult):
     request_id, scope = f"pl-{uuid4().hex}", f"pl-{uuid4().hex}"
     # sync: each plan step's checkpoint is saved before the next step starts (as it is before a kill)
     database = os.environ["PHASEGRAPH_TEST_POSTGRES_URL"]
     driver = servers(PHASEGRAPH_CHECKPOINTER=database, PHASEGRAPH_DURABILITY="sync")
+    other = servers(PHASEGRAPH_CHECKPOINTER=database)  # a replica on the same database, up before the kill
     before = _kill_in_third_step(driver, request_id, scope)
     interrupted, step_start = before[-1], before[-2]
     assert isinstance(interrupted, ToolCall) and interrupted.plan_id is not None
     assert isinstance(step_start, StepStart) and step_start.step_id == "s3"
     # a replica sees the driver's process is gone and takes the run over
-    taken = take_over(replicas[1], request_id, before)
+    taken = take_over(other, request_id, before)
     # the plan executor goes on from its last saved step: s1 and s2 never run again, s3 runs once more
     again, returned = tool_events(taken.rest)
     assert [e.name for e in again] == ["publish_context_document"]
@@ -619,7 +555,7 @@ def test_a_run_killed_mid_plan_step_is_taken_over_and_repeats_only_that_step(
     calls, results = tool_events(taken.events)
     assert [e.name for e in calls] == [*TOOLS, TOOLS[-1]] and [e.name for e in results] == TOOLS
     assert taken.traced.count("create_project") == 1 and taken.traced[-1] == TOOLS[-1]
-    _check_the_demo_built_its_project(replicas[1], scope)  # the interrupted publish left nothing behind
+    _check_the_demo_built_its_project(other, scope)  # the interrupted publish left nothing behind
     # Known limit: a plan step's events come from the executor subgraph and carry no graph_step, so
     # the resume cannot name them as replaced; a client sees the interrupted step start twice.
     assert taken.resumed.replaces_from_seq is None and step_start.graph_step is None

@@ -3,9 +3,11 @@
 SSE frames are parsed back into the event union; the offline demo (a ``<parallel>`` block of two
 read_file calls, then a ``<sequential>`` calculate -> slow_echo whose second step reads the first
 one's output, then a final answer) runs on the bundled demo MCP server, started over stdio for each
-run. It is paused after each block, resumed, killed mid-block and taken over by a restarted server
-or a replica, cancelled, replayed and forked, and no block that completed ever runs again. The same
-demo runs on the demo server reached over streamable HTTP, and beside a service that is down.
+run. Killed mid-block, it is taken over by a restarted server or a replica, and no block that
+completed ever runs again. The same demo runs on the demo server reached over streamable HTTP, and
+beside a service that is down. The tests every protocol shares (replayed, paused after each block and
+resumed, moved between replicas, cancelled, forked) are in test_protocol_runs.py, on this module's
+demo and helpers.
 """
 
 import asyncio
@@ -14,7 +16,7 @@ import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,6 @@ import pytest
 from phasegraph.graphs.run import RunResult, run
 from phasegraph.nodes.dataset import read_lines
 from phasegraph.nodes.events import (
-    Cancelled,
     Event,
     Final,
     Paused,
@@ -43,7 +44,6 @@ from tests.helpers import turn, write_script
 from tests.processes import Process, free_port, listens, running
 from tests.server.conftest import Server, demo_server, needs_postgres, read_sse, stream
 from tests.server.pausing import (
-    WAIT_SECONDS,
     PausingDemo,
     check_resumes,
     latest_values,
@@ -114,10 +114,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield started
 
 
-@pytest.fixture(scope="module")
-def in_process(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
-    """The demo run in this process, with no server: what every stream below must reproduce."""
-    dataset = tmp_path_factory.mktemp("in-process-dataset")
+def reference_run(dataset: Path) -> RunResult:
+    """The demo run in this process, with no server: what every stream of it must reproduce."""
     return asyncio.run(
         run(
             "xml_contract",
@@ -127,6 +125,11 @@ def in_process(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
             traces=MemoryTraceStore(),
         )
     )
+
+
+@pytest.fixture(scope="module")
+def in_process(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
+    return reference_run(tmp_path_factory.mktemp("in-process-dataset"))
 
 
 def _body(request_id: str, **extra: Any) -> dict[str, Any]:
@@ -185,13 +188,6 @@ def _transcript(values: dict[str, Any], field: str = "transcript") -> list[tuple
     return [(m["kwargs"]["type"], m["kwargs"]["content"]) for m in values[field]]
 
 
-def _checkpoint_values(client: httpx.Client, thread_id: str, checkpoint_id: str) -> dict[str, Any]:
-    answer = client.get(f"/api/threads/{thread_id}/checkpoints/{checkpoint_id}").json()
-    assert answer["checkpointId"] == checkpoint_id
-    values: dict[str, Any] = answer["values"]
-    return values
-
-
 def _iterations(dataset: Path, request_id: str) -> list[int]:
     """The iterations a request logged as training data (one line each, written once its blocks ran)."""
     return [
@@ -199,13 +195,6 @@ def _iterations(dataset: Path, request_id: str) -> list[int]:
         for line in read_lines(dataset, protocol="xml_contract")
         if line["request_id"] == request_id
     ]
-
-
-def _wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
 
 
 def _slow_script(directory: Path) -> str:
@@ -332,48 +321,6 @@ def test_the_demo_streams_its_two_blocks_in_order_to_one_final(server: Server, i
     assert (values["steps"], values["answer"]) == (2, final.answer)
 
 
-def test_last_event_id_replays_what_was_missed_without_repeats(server: Server):
-    with httpx.Client(base_url=server.url) as client:
-        body = _body("xc-replay", onDisconnect="continue", showToolOutputs=True)
-        head = stream(client, "POST", RUN, json=body, stop_after="xml_block")  # then drop the connection
-        follow = "/api/requests/xc-replay/stream"
-        rest = stream(client, "GET", follow, headers={"Last-Event-ID": str(head[-1].seq)})
-        everything = stream(client, "GET", follow)
-        nothing_after = {"Last-Event-ID": str(everything[-1].seq)}
-        assert stream(client, "GET", follow, headers=nothing_after) == []
-        middle = stream(client, "GET", follow, headers={"Last-Event-ID": "12"})
-        past_the_end = client.get(follow, headers={"Last-Event-ID": str(everything[-1].seq + 1)})
-    assert [e.type for e in head] == DEMO_KINDS[:4]
-    events = head + rest
-    assert [e.seq for e in events] == list(range(1, len(events) + 1))
-    assert [e.to_json() for e in everything] == [e.to_json() for e in events]
-    assert [e.to_json() for e in middle] == [e.to_json() for e in events[12:]]
-    assert [e.type for e in events] == DEMO_KINDS
-    _check_tools_ran_once(events)
-    outputs = {e.call_id: e.output for e in events if isinstance(e, ToolResultEvent)}
-    assert outputs["1.1.1"] is not None and "Milestone 1" in outputs["1.1.1"]
-    assert outputs["1.1.2"] is not None and "Linus: streaming server" in outputs["1.1.2"]
-    assert (outputs["2.1.1"], outputs["2.1.2"]) == ("3", SUBSTITUTED_ARGS["text"])
-    assert past_the_end.status_code == 409 and "Last-Event-ID" in past_the_end.json()["message"]
-
-
-def test_pausing_after_every_block_then_resuming_runs_each_call_once(server: Server, in_process: RunResult):
-    with httpx.Client(base_url=server.url) as client:
-        segments = DEMO.pause_and_replay(client, "xc-pause", TOOLS)
-        values = latest_values(client, "xc-pause")
-    _check_resumed_without_repeats(segments, in_process)
-    paused = [segment[-1] for segment in segments[:-1]]
-    assert all(isinstance(p, Paused) and p.reason == "requested" for p in paused)
-    events = [e for segment in segments for e in segment]
-    calls, _ = tool_events(events)
-    assert calls[3].args == SUBSTITUTED_ARGS  # substituted from a result read back from the checkpoint
-    assert [segment[0].type for segment in segments[1:]] == ["resumed"] * (len(segments) - 1)
-    assert values["steps"] == 2 and len(_transcript(values)) == 6  # no block answered twice
-    assert len(_transcript(values, "messages")) == 8  # nor any call in the chat
-    # each segment closed the demo server it started
-    _wait_for(lambda: not server.children(DEMO_SERVICE), "a demo MCP server outlived its run")
-
-
 @pytest.mark.parametrize("taken_over_by", ["restarted server", pytest.param("replica", marks=needs_postgres)])
 def test_a_run_killed_mid_block_is_taken_over_and_repeats_only_that_block(
     servers, tmp_path: Path, taken_over_by: str
@@ -427,113 +374,6 @@ def test_a_run_killed_mid_block_is_taken_over_and_repeats_only_that_block(
     assert conversation[4][1].count("<result ") == 2  # the re-run block answered once
     chat = [kind for kind, _ in _transcript(values, "messages")]
     assert chat == ["human", "ai", "tool", "ai", "tool", "tool", "ai"]  # and each of its calls once
-
-
-@needs_postgres
-def test_two_replicas_take_turns_at_every_pause_point(servers, in_process: RunResult, tmp_path: Path):
-    env = {
-        "PHASEGRAPH_CHECKPOINTER": os.environ["PHASEGRAPH_TEST_POSTGRES_URL"],
-        "PHASEGRAPH_DATASET_DIR": str(tmp_path / "dataset"),
-    }
-    replica_a, replica_b = servers(**env), servers(**env)
-    request_id = f"xc-{uuid4().hex}"
-    with httpx.Client(base_url=replica_a.url) as a, httpx.Client(base_url=replica_b.url) as b:
-        segments = DEMO.pause_everywhere([a, b], request_id)
-        traced = [tools_traced(client, request_id) for client in (a, b)]
-        replayed = [stream(client, "GET", f"/api/requests/{request_id}/stream") for client in (a, b)]
-    DEMO.check_stops(segments)
-    _check_resumed_without_repeats(segments, in_process)
-    assert traced == [TOOLS, TOOLS]
-    events = [e.to_json() for segment in segments for e in segment]
-    assert [e.to_json() for e in replayed[0]] == [e.to_json() for e in replayed[1]] == events
-    assert _iterations(tmp_path / "dataset", request_id) == [1, 2]
-
-
-def test_cancel_ends_a_running_or_paused_run_for_good(servers, tmp_path: Path):
-    server = servers(
-        PHASEGRAPH_MODEL=_slow_script(tmp_path / "slow"), PHASEGRAPH_DATASET_DIR=str(tmp_path / "ds")
-    )
-    with httpx.Client(base_url=server.url) as client:
-        asked: list[float] = []
-
-        def cancel_mid_echo(event: Event) -> None:
-            if isinstance(event, ToolCall) and event.name == "demo.slow_echo":
-                assert len(server.children(DEMO_SERVICE)) == 1
-                asked.append(time.monotonic())
-                assert client.post("/api/requests/xc-cancel/cancel").json()["status"] == "cancelled"
-
-        running = stream(client, "POST", RUN, json=_body("xc-cancel"), on_event=cancel_mid_echo)
-        took = time.monotonic() - asked[0]
-        _wait_for(lambda: not server.children(DEMO_SERVICE), "the cancelled run left its demo service")
-        refused = client.post("/api/requests/xc-cancel/resume", json={})
-        paused = DEMO.segment(client, "xc-cancel-paused", start=True)
-        assert client.post("/api/requests/xc-cancel-paused/cancel").json()["status"] == "cancelled"
-        assert client.post("/api/requests/xc-cancel-paused/cancel").status_code == 200  # idempotent
-        replayed = stream(client, "GET", "/api/requests/xc-cancel-paused/stream")
-        statuses = {
-            client.get(f"/api/requests/{r}").json()["status"] for r in ("xc-cancel", "xc-cancel-paused")
-        }
-        refused_too = client.post("/api/requests/xc-cancel-paused/resume", json={})
-        traced = tools_traced(client, "xc-cancel")
-    assert [e.type for e in running] == [*SLOW_KINDS[:14], "cancelled"]  # slow_echo never returned
-    assert took < SLOW_ECHO_MS / 1000  # the cancel did not wait for the sleeping tool
-    cancelled = running[-1]
-    assert isinstance(cancelled, Cancelled) and cancelled.protocol == "xml_contract"
-    assert _where(cancelled) == PROPOSED_SLOW_BLOCK
-    assert traced[:2] == ["demo.read_file", "demo.calculate"]
-    assert statuses == {"cancelled"}
-    for answer in (refused, refused_too):
-        assert answer.status_code == 409 and "cancelled" in answer.json()["message"]
-    assert _stopped_after(paused) == EVERY_PAUSE_POINT[0]
-    cancelled = replayed[-1]
-    assert [e.to_json() for e in replayed[:-1]] == [e.to_json() for e in paused]
-    assert isinstance(cancelled, Cancelled) and cancelled.seq == paused[-1].seq + 1
-    assert _where(cancelled) == _where(paused[-1]) == _where(paused[-2]) == ("tool_phase", 2, 1)
-    assert _iterations(tmp_path / "ds", "xc-cancel") == [1]
-
-
-def test_checkpoints_show_the_blocks_and_fork_after_the_first_one(server: Server, in_process: RunResult):
-    with httpx.Client(base_url=server.url) as client:
-        done = stream(client, "POST", RUN, json=_body("xc-cp"))
-        timeline = client.get("/api/threads/xc-cp/checkpoints").json()
-        executed = [c for c in timeline if c["node"] == "execute_blocks"]
-        proposed = next(c for c in timeline if c["node"] == "propose_action")
-        values = {
-            name: _checkpoint_values(client, "xc-cp", c["checkpointId"])
-            for name, c in (("executed", executed[0]), ("proposed", proposed))
-        }
-        forked = stream(client, "POST", f"/api/threads/xc-cp/checkpoints/{executed[0]['checkpointId']}/fork")
-        forked_values = latest_values(client, "xc-cp")  # the fork's branch is the thread's newest
-        from_phase = stream(client, "POST", "/api/requests/xc-cp/resume", json={"resumeFromPhaseIndex": 2})
-        traced = [tools_traced(client, r) for r in ("xc-cp", forked[0].request_id)]
-    assert [c["node"] for c in timeline] == TIMELINE
-    assert [c["phaseIndex"] for c in timeline] == [None, None, 0, 1, 2, 3, 4, 5, 5]
-    assert timeline[-1]["next"] == [] and [c["next"] for c in executed] == [["propose_action"]] * 2
-    assert [c["phaseIndex"] for c in executed] == [2, 4] and proposed["next"] == ["execute_blocks"]
-    after_proposal, after_block = values["proposed"], values["executed"]
-    blocks = after_proposal["proposal"]["blocks"]
-    assert [(b["kind"], len(b["steps"]), b["problems"]) for b in blocks] == [("parallel", 2, [])]
-    assert (after_proposal["steps"], after_proposal["model_calls"]) == (0, 1)
-    assert (after_block["phase"], after_block["phase_index"], after_block["steps"]) == ("tool_phase", 2, 1)
-    conversation = _transcript(after_block)
-    assert [kind for kind, _ in conversation] == ["human", "ai", "human"]
-    assert conversation[0][1] == TASK and "Linus: streaming server" in conversation[2][1]
-    final = done[-1]
-    assert isinstance(final, Final)
-    _check_tools_ran_once(done)
-    for resumed, continued in ((forked, 1), (from_phase, done[-1].seq + 1)):
-        assert isinstance(resumed[0], Resumed) and resumed[0].fork and resumed[0].seq == continued
-        assert [e.seq for e in resumed] == list(range(continued, continued + len(resumed)))
-        # the parallel block ran before the point they continue from and never again
-        _check_tools_ran_once(resumed, CALLS[2:])
-        assert _progress(resumed) == _progress(in_process.events)[FIRST_BLOCK_DONE:]
-        calls, _ = tool_events(resumed)
-        assert calls[1].args == SUBSTITUTED_ARGS
-        assert isinstance(resumed[-1], Final) and resumed[-1].answer == final.answer
-    assert forked[0].request_id != "xc-cp" and isinstance(from_phase[0], Resumed)
-    assert from_phase[0].from_phase_index == 2
-    assert forked_values["steps"] == 2 and len(_transcript(forked_values)) == 6  # the fork's own branch
-    assert traced == [[*TOOLS, *TOOLS[2:]], TOOLS[2:]]
 
 
 def test_the_demo_runs_the_same_on_the_demo_server_over_streamable_http(

@@ -19,7 +19,7 @@ BIN := $(VENV)/bin
 # langgraph dev lives apart: its server's pins clash with the dev tools (see pyproject.toml).
 STUDIO_VENV := .venv-studio
 
-.PHONY: demo test lint docs studio bench clean
+.PHONY: demo test check coverage lint docs studio bench clean
 
 $(BIN)/phasegraph: pyproject.toml
 	$(CHECK_PYTHON)
@@ -54,9 +54,22 @@ $(JS_CI): tests/js/package-lock.json
 	cd tests/js && npm ci --ignore-scripts --no-audit --no-fund
 	@touch $@
 
+# A pytest worker per CPU; each test module runs on one worker, so the servers a module shares start once.
+PARALLEL := -n auto --dist loadscope
+
 # The suite runs `make bench QUICK=1` once (tests/test_bench.py), so it needs the bench extra too.
 test: $(VENV)/.dev $(VENV)/.bench $(STUDIO_VENV)/bin/langgraph $(JS_CI)
-	$(BIN)/pytest -q --durations=30
+	$(BIN)/pytest -q --durations=30 $(PARALLEL)
+
+# The inner loop, in under three minutes: lint, then the unit and graph tests (no server, no browser).
+check: lint
+	$(BIN)/pytest -q $(PARALLEL) tests/unit tests/graphs
+
+# Line coverage of graphs/ nodes/ tools/ server/ over the whole suite, server processes included
+# (pyproject.toml's [tool.coverage]); slower than `make test`.
+coverage: $(VENV)/.dev $(VENV)/.bench $(STUDIO_VENV)/bin/langgraph $(JS_CI)
+	rm -f .coverage .coverage.*
+	$(BIN)/pytest -q $(PARALLEL) --cov --cov-report=term:skip-covered
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .
@@ -76,4 +89,4 @@ bench: $(VENV)/.bench $(STUDIO_VENV)/bin/langgraph
 	$(BIN)/python -m bench $(if $(QUICK),--quick)
 
 clean:
-	rm -rf $(VENV) $(STUDIO_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(STUDIO_VENV) .pytest_cache .mypy_cache .ruff_cache .coverage .coverage.* htmlcov

@@ -20,6 +20,7 @@ from bench.planner import planner_rows
 from bench.report import markdown, workloads, write_json
 from bench.retention import retention_rows
 from bench.server_load import server_rows
+from bench.startup import startup_rows
 from bench.user_tools import user_tools_rows
 from bench.xml_contract import xml_contract_rows
 
@@ -42,6 +43,7 @@ async def measure(quick: bool, workdir: Path) -> list[Row]:
     rows += await retention_rows(workdir, quick)
     rows += await user_tools_rows(workdir, quick)
     rows += await observability_rows(quick)
+    rows += await startup_rows(workdir, quick)
     rows += await server_rows(quick, workdir)
     rows += [not_landed("6", protocol, seed) for protocol, seed in LATER_PROTOCOLS.items()]
     return sorted(rows, key=lambda r: r.key)

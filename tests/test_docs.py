@@ -61,7 +61,8 @@ def test_readme_is_a_front_page() -> None:
     first_block = text[text.index("```") :]
     assert first_block.startswith(SETUP_BLOCK)
     assert text.index("```") < text.index("## ")  # the commands come before any section
-    assert "Both need only Python 3.11 and network access to PyPI." in text
+    assert "Both need only Python 3.11 or newer and network access to PyPI" in text
+    assert "make PYTHON=/path/to/python3.12 demo" in text  # the override, for a machine without python3.11
 
 
 def test_readme_links_point_at_files() -> None:

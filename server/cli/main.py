@@ -7,7 +7,6 @@ no database and no provider SDK never pay for importing them.
 
 from __future__ import annotations
 
-import gc
 import importlib
 import sys
 from dataclasses import dataclass
@@ -100,8 +99,6 @@ class LazyCommands(TyperGroup):
         name, command, rest = super().resolve_command(ctx, args)
         if name in COMMANDS:
             command = COMMANDS[name].load(name)
-            if name != "serve":  # serve collects again once its app is imported (serving.py)
-                gc.enable()
         return name, command, rest
 
 
@@ -124,14 +121,5 @@ def _configure() -> None:
 
 
 def main() -> None:
-    """Console-script entry point.
-
-    The cyclic garbage collector waits until the chosen command's modules are imported: importing
-    them makes hundreds of thousands of objects that live as long as the process, and collecting
-    over and over while they are made costs a fifth of the start-up for nothing.
-    """
-    gc.disable()
-    try:
-        app()
-    finally:
-        gc.enable()
+    """Console-script entry point."""
+    app()

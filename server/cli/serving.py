@@ -9,8 +9,6 @@ be restarted forever, and workers migrating the same sqlite file at once would t
 from __future__ import annotations
 
 import asyncio
-import gc
-import importlib
 import os
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -108,10 +106,5 @@ def serve(host: str, port: int, workers: int | None, log_config: dict[str, Any])
 
         check_settings(settings)
         asyncio.run(prepare_database(settings))
-    else:  # the one process serves: its app is imported here, as the CLI left it (no collection yet)
-        importlib.import_module(APP.partition(":")[0])
-    # what start-up made lives as long as the process: kept out of every later collection
-    gc.freeze()
-    gc.enable()
     uvicorn.run(APP, host=host, port=port, workers=count, log_level="info", log_config=log_config,
                 timeout_worker_healthcheck=HEALTH_CHECK_SECONDS)  # fmt: skip

@@ -234,6 +234,7 @@ async def until_approval(folder: Path, model: ScriptedChatModel) -> tuple[Any, G
 @pytest.fixture
 def archived() -> list[str]:
     before = list(user_tools.ARCHIVED)
+    user_tools.ARCHIVED.clear()  # other tests of the process archive too (in any order, under xdist)
     yield user_tools.ARCHIVED
     user_tools.ARCHIVED[:] = before
 

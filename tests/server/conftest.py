@@ -18,6 +18,7 @@ import pytest
 
 from phasegraph.nodes.events import Event, parse_event
 from phasegraph.nodes.models import DEMO_WORKSPACE
+from tests.helpers import turn
 from tests.processes import Process, answers, free_port
 
 PHASEGRAPH = str(Path(sys.executable).parent / "phasegraph")
@@ -143,6 +144,47 @@ def shared_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     yield start
     for server in started.values():
         server.stop()
+
+
+#: The session's server with bearer tokens (alpha-secret reaches projA, beta-secret projB, root-secret
+#: every project) and CORS for two origins: test_api's, test_networks_api's, test_hostile_input's and
+#: test_cors's tests share it (``shared_servers(**GUARDED)``).
+TOKENS = "alpha-secret:projA;beta-secret:projB;root-secret:*"
+CORS_ORIGINS = "http://localhost:5173, https://studio.example.com"
+GUARDED = {"PHASEGRAPH_API_TOKENS": TOKENS, "PHASEGRAPH_CORS_ORIGINS": CORS_ORIGINS}
+#: Words the ``words`` script streams.
+WORDS = 20
+
+
+def scripts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The scripts a test may pick per request (``"model"``), by name, as model specs.
+
+    Written once per test process into one folder, so every test allowing them
+    (``shared_servers(**allowing_scripts(...))``) shares one server. ``slow``: two tools and an answer,
+    paced so a test can act mid-run; ``other``: one answer; ``words``: ``WORDS`` words 30 ms apart and
+    no tool; ``loop``: lists the docs again and again.
+    """
+    folder = tmp_path_factory.getbasetemp() / "scripts"
+    if not folder.exists():
+        folder.mkdir()
+        slow_script(folder)
+        contents = {
+            "other": {"turns": [{"content": "From the other model."}]},
+            "words": {
+                "turns": [{"content": " ".join(f"word{i}" for i in range(WORDS))}],
+                "repeat_last": True,
+                "chunk_delay_ms": 30,
+            },
+            "loop": {"turns": [turn("", ("list_files", {"path": "docs"}))], "repeat_last": True},
+        }
+        for name, script in contents.items():
+            (folder / f"{name}.json").write_text(json.dumps(script), encoding="utf-8")
+    return {name: f"scripted:{folder / name}.json" for name in ("slow", "other", "words", "loop")}
+
+
+def allowing_scripts(tmp_path_factory: pytest.TempPathFactory, **env: str) -> dict[str, str]:
+    """The settings of a server whose requests may pick any of ``scripts``."""
+    return {"PHASEGRAPH_ALLOWED_MODELS": ",".join(scripts(tmp_path_factory).values()), **env}
 
 
 def unique(prefix: str) -> str:

@@ -7,29 +7,27 @@ server sends no CORS header at all.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
 from pydantic import ValidationError
 
 from phasegraph.nodes.settings import ServerSettings
-from tests.server.conftest import Server, demo_server
+from tests.server.conftest import CORS_ORIGINS, GUARDED, Server
 
 PAGE = "http://localhost:5173"
-TOKENS = "token-a:alpha"
 #: What the JS clients send besides the always-allowed headers.
 SENT = ["authorization", "content-type", "x-phasegraph-project", "last-event-id", "x-api-key", "prefer"]
 ASK = {"messages": [{"role": "user", "content": "Summarise the roadmap in the docs folder."}]}
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    origins = f"{PAGE}, https://studio.example.com"
-    with demo_server(
-        tmp_path_factory, "cors", PHASEGRAPH_CORS_ORIGINS=origins, PHASEGRAPH_API_TOKENS=TOKENS
-    ) as s:
-        yield s
+def server(shared_servers: Any) -> Server:
+    """The session's server with tokens (alpha-secret: project projA) and CORS for ``PAGE`` and one more."""
+    assert PAGE in CORS_ORIGINS.split(", ")
+    started: Server = shared_servers(**GUARDED)
+    return started
 
 
 def _preflight(server: Server, method: str, path: str, origin: str = PAGE) -> httpx.Response:
@@ -69,7 +67,7 @@ def test_the_real_request_still_needs_its_token_and_the_page_can_read_the_refusa
 
 
 def test_a_real_request_gets_the_headers_its_client_reads(server: Server) -> None:
-    headers = {"Origin": PAGE, "Authorization": "Bearer token-a"}
+    headers = {"Origin": PAGE, "Authorization": "Bearer alpha-secret"}
     with httpx.Client(base_url=server.url, headers=headers, timeout=60) as client:
         thread = client.post("/threads", json={})
         assert thread.status_code == 200 and thread.headers["access-control-allow-origin"] == PAGE
@@ -88,17 +86,17 @@ def test_another_origin_is_not_let_in(server: Server) -> None:
     preflight = _preflight(server, "POST", "/threads/search", origin="https://evil.example.com")
     assert preflight.status_code == 400
     assert "access-control-allow-origin" not in preflight.headers
-    headers = {"Origin": "https://evil.example.com", "Authorization": "Bearer token-a"}
+    headers = {"Origin": "https://evil.example.com", "Authorization": "Bearer alpha-secret"}
     answer = httpx.post(f"{server.url}/threads/search", json={}, headers=headers, timeout=30)
     assert answer.status_code == 200  # the server answers; the browser keeps it from the page
     assert "access-control-allow-origin" not in answer.headers
 
 
-def test_without_the_setting_no_cors_header_is_sent(tmp_path_factory: pytest.TempPathFactory) -> None:
-    with demo_server(tmp_path_factory, "nocors") as server:
-        preflight = _preflight(server, "POST", "/threads/search")
-        assert preflight.status_code == 405
-        answer = httpx.post(f"{server.url}/threads/search", json={}, headers={"Origin": PAGE}, timeout=30)
+def test_without_the_setting_no_cors_header_is_sent(shared_servers) -> None:
+    server = shared_servers()  # the session's: no PHASEGRAPH_CORS_ORIGINS
+    preflight = _preflight(server, "POST", "/threads/search")
+    assert preflight.status_code == 405
+    answer = httpx.post(f"{server.url}/threads/search", json={}, headers={"Origin": PAGE}, timeout=30)
     assert answer.status_code == 200
     assert not [h for h in answer.headers if h.startswith("access-control-")]
     assert not [h for h in preflight.headers if h.startswith("access-control-")]

@@ -1,13 +1,12 @@
 """Bad and hostile input gets a clear JSON 4xx before any stream opens, and reveals nothing of the server."""
 
 import json
-from pathlib import Path
 
 import httpx
 import pytest
 
 from phasegraph.nodes.models import DEMO_WORKSPACE
-from tests.server.conftest import Server, stream
+from tests.server.conftest import GUARDED, Server, stream, unique
 
 RUN = "/api/runs/triggered_phase/stream"
 
@@ -16,10 +15,12 @@ RUN = "/api/runs/triggered_phase/stream"
 def server(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("hostile")
     (root / "broken.json").write_text("{not json", encoding="utf-8")
+    (root / "s.json").write_text(json.dumps({"turns": [{"content": "ok"}]}), encoding="utf-8")
+    allowed = (f"scripted:{root / name}" for name in ("missing.json", "broken.json", "s.json"))
     env = {
         "PHASEGRAPH_CHECKPOINTER": f"sqlite:{root / 'state.db'}",
         "PHASEGRAPH_WORKSPACE": str(DEMO_WORKSPACE),
-        "PHASEGRAPH_ALLOWED_MODELS": f"scripted:{root / 'missing.json'},scripted:{root / 'broken.json'}",
+        "PHASEGRAPH_ALLOWED_MODELS": ",".join(allowed),
         "PHASEGRAPH_MAX_MESSAGE_CHARS": "1000",
         "PHASEGRAPH_MAX_BODY_BYTES": "20000",
     }
@@ -52,12 +53,12 @@ def test_following_an_unknown_request_or_a_bad_event_id_is_refused_before_stream
         assert f"past this request's last event ({last})" in _json_error(past, 409)["message"]
 
 
-def test_another_projects_request_is_not_streamed(servers):
-    running = servers(PHASEGRAPH_API_TOKENS="ta:projA;tb:projB")
+def test_another_projects_request_is_not_streamed(shared_servers):
+    running, a1 = shared_servers(**GUARDED), unique("a1")  # alpha-secret: projA, beta-secret: projB
     with httpx.Client(base_url=running.url) as client:
-        stream(client, "POST", RUN, json={"message": "Hi", "projectId": "projA", "requestId": "a1"},
-               headers={"Authorization": "Bearer ta"})  # fmt: skip
-        response = client.get("/api/requests/a1/stream", headers={"Authorization": "Bearer tb"})
+        stream(client, "POST", RUN, json={"message": "Hi", "projectId": "projA", "requestId": a1},
+               headers={"Authorization": "Bearer alpha-secret"})  # fmt: skip
+        response = client.get(f"/api/requests/{a1}/stream", headers={"Authorization": "Bearer beta-secret"})
         _json_error(response, 404)
 
 
@@ -93,12 +94,11 @@ def test_bad_scripts_and_refused_models_are_4xx_without_server_paths(server):
         assert "scripted:missing.json" in refused["message"] and str(root) not in refused["message"]
 
 
-def test_requests_name_their_model_without_server_paths(servers, tmp_path: Path):
-    script = tmp_path / "s.json"
-    script.write_text(json.dumps({"turns": [{"content": "ok"}]}), encoding="utf-8")
-    running = servers(PHASEGRAPH_MODEL=f"scripted:{script}")
+def test_requests_name_their_model_without_server_paths(server):
+    running, root = server
     with httpx.Client(base_url=running.url) as client:
-        stream(client, "POST", RUN, json={"message": "hi", "requestId": "named"})
+        body = {"message": "hi", "requestId": "named", "model": f"scripted:{root / 's.json'}"}
+        stream(client, "POST", RUN, json=body)
         assert client.get("/api/requests/named").json()["model"] == "scripted:s.json"
 
 

@@ -1,24 +1,13 @@
 """Reconnecting with ``Last-Event-ID`` joins a running run's live events with no gap and no repeat."""
 
-import json
-from pathlib import Path
-
 import httpx
 
 from phasegraph.nodes.events import Event, parse_event
-from tests.server.conftest import stream
+from tests.server.conftest import WORDS, allowing_scripts, scripts, stream, unique
 
 RUN = "/api/runs/triggered_phase/stream"
-CHUNKS = 20
-
-
-def _text_script(directory: Path) -> str:
-    """A model that streams ``CHUNKS`` words 30 ms apart and calls no tool."""
-    path = directory / "words.json"
-    answer = " ".join(f"word{i}" for i in range(CHUNKS))
-    script = {"turns": [{"content": answer}], "repeat_last": True, "chunk_delay_ms": 30}
-    path.write_text(json.dumps(script), encoding="utf-8")
-    return f"scripted:{path}"
+#: The run's model streams this many words 30 ms apart and calls no tool (the ``words`` script).
+CHUNKS = WORDS
 
 
 def _first_event(response: httpx.Response) -> Event | None:
@@ -30,18 +19,21 @@ def _first_event(response: httpx.Response) -> Event | None:
     return None
 
 
-def test_reconnecting_after_every_event_of_a_running_run_misses_and_repeats_nothing(servers, tmp_path: Path):
+def test_reconnecting_after_every_event_of_a_running_run_misses_and_repeats_nothing(
+    shared_servers, tmp_path_factory
+):
     """Each reconnect reads one event and hangs up, so the replay-then-live handoff runs at every seq."""
-    server = servers(PHASEGRAPH_MODEL=_text_script(tmp_path))
-    follow = "/api/requests/reconnects/stream"
+    server, words = shared_servers(**allowing_scripts(tmp_path_factory)), scripts(tmp_path_factory)["words"]
+    request_id = unique("reconnects")
+    follow = f"/api/requests/{request_id}/stream"
     with httpx.Client(base_url=server.url, timeout=30) as client:
-        body = {"message": "Go", "requestId": "reconnects", "onDisconnect": "continue"}
+        body = {"message": "Go", "requestId": request_id, "onDisconnect": "continue", "model": words}
         with client.stream("POST", RUN, json=body) as response:
             first = _first_event(response)
         assert first is not None and first.seq == 1
         events, statuses = [first], []
         while events[-1].type != "final" and len(events) < 4 * CHUNKS:
-            statuses.append(client.get("/api/requests/reconnects").json()["status"])
+            statuses.append(client.get(f"/api/requests/{request_id}").json()["status"])
             after = events[-1].seq
             with client.stream("GET", follow, headers={"Last-Event-ID": str(after)}) as response:
                 event = _first_event(response)

@@ -1,4 +1,8 @@
-"""The agent-network API on a real server: publish and list networks, POST /run, settings, spans over OTLP."""
+"""The agent-network API on a real server: publish and list networks, POST /run, settings, spans over OTLP.
+
+Most tests run on the session's servers (``shared_servers``): they publish into projects and name
+requests of their own (``unique``), and read listings for those projects only.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ import yaml
 from phasegraph.tools.networks import EXAMPLE_NETWORK, EXAMPLES
 from tests.graphs.test_agent_network import answer, tool
 from tests.otlp_receiver import OtlpReceiver, otlp_receiver
-from tests.server.conftest import stream
+from tests.server.conftest import GUARDED, stream, unique
 from tests.tool_projects import git_repository, git_server, write_project, write_script
 
 QUESTION = "Who works on the streaming server, and which roadmap milestone covers streaming?"
@@ -25,31 +29,31 @@ def collector() -> Iterator[OtlpReceiver]:
         yield receiver
 
 
-def test_publish_list_and_run_a_network_by_name(servers):
-    server = servers()
+def test_publish_list_and_run_a_network_by_name(shared_servers):
+    server, p1, run_1 = shared_servers(), unique("p1"), unique("run-1")
     with httpx.Client(base_url=server.url, timeout=60) as client:
-        published = client.post("/api/networks", json={"projectId": "p1", "definition": RESEARCH})
+        published = client.post("/api/networks", json={"projectId": p1, "definition": RESEARCH})
         assert published.status_code == 201, published.text
         assert published.json()["version"] == 1 and published.json()["agents"] == [
             "triage",
             "researcher",
             "writer",
         ]
-        again = client.post("/api/networks", json={"projectId": "p1", "definition": RESEARCH})
+        again = client.post("/api/networks", json={"projectId": p1, "definition": RESEARCH})
         assert again.json()["version"] == 1
         changed = client.post(
-            "/api/networks", json={"projectId": "p1", "definition": {**RESEARCH, "description": "v2"}}
+            "/api/networks", json={"projectId": p1, "definition": {**RESEARCH, "description": "v2"}}
         )
         assert changed.json()["version"] == 2
-        listed = client.get("/api/networks").json()
-        assert [(n["projectId"], n["name"], n["version"]) for n in listed] == [("p1", "research", 2)]
+        listed = [n for n in client.get("/api/networks").json() if n["projectId"] == p1]  # others' too
+        assert [(n["projectId"], n["name"], n["version"]) for n in listed] == [(p1, "research", 2)]
         assert (
-            client.get("/api/networks/research", params={"projectId": "p1", "version": 1}).json()["version"]
+            client.get("/api/networks/research", params={"projectId": p1, "version": 1}).json()["version"]
             == 1
         )
 
-        answer = client.post("/run", json={"network": "research", "version": 1, "project_id": "p1",
-                                           "user_message": QUESTION, "request_id": "run-1"})  # fmt: skip
+        answer = client.post("/run", json={"network": "research", "version": 1, "project_id": p1,
+                                           "user_message": QUESTION, "request_id": run_1})  # fmt: skip
         assert answer.status_code == 200, answer.text
         body = answer.json()
         assert body["status"] == "completed" and body["responder"] == "writer" and "Linus" in body["result"]
@@ -61,13 +65,13 @@ def test_publish_list_and_run_a_network_by_name(servers):
         assert [e["execution_id"] for e in tools] == body["tool_refs"] and len(body["tool_refs"]) == 2
         assert body["steps"] is None and body["tool_execution_log"] is None
         # an ordinary request: its status, events and trace are there
-        assert client.get("/api/requests/run-1", params={"projectId": "p1"}).json()["status"] == "completed"
-        replay = stream(client, "GET", "/api/requests/run-1/stream", params={"projectId": "p1"})
+        assert client.get(f"/api/requests/{run_1}", params={"projectId": p1}).json()["status"] == "completed"
+        replay = stream(client, "GET", f"/api/requests/{run_1}/stream", params={"projectId": p1})
         assert replay[-1].type == "final" and replay[-1].agent == "writer"
 
 
-def test_run_with_debug_shows_prompts_and_raw_json(servers):
-    server = servers()
+def test_run_with_debug_shows_prompts_and_raw_json(shared_servers):
+    server = shared_servers()
     with httpx.Client(base_url=server.url, timeout=60) as client:
         body = client.post("/run", json={"user_message": QUESTION, "debug": True,
                                          "system_params": {"path": "docs"}}).json()  # fmt: skip
@@ -81,8 +85,8 @@ def test_run_with_debug_shows_prompts_and_raw_json(servers):
         assert any("Linus" in p["result"] for p in payloads.values())
 
 
-def test_bad_input_gets_clear_errors(servers):
-    server = servers()
+def test_bad_input_gets_clear_errors(shared_servers):
+    server = shared_servers()
     with httpx.Client(base_url=server.url, timeout=60) as client:
         refused = client.post("/api/networks", json={"definition": BROKEN})
         assert refused.status_code == 422
@@ -114,36 +118,39 @@ def test_bad_input_gets_clear_errors(servers):
         assert other.status_code == 400 and "settable: none" in other.json()["message"]
 
 
-def test_the_generic_stream_runs_a_named_network_with_its_budget(servers):
-    server = servers()
+def test_the_generic_stream_runs_a_named_network_with_its_budget(shared_servers):
+    server, project = shared_servers(), unique("budget")
     with httpx.Client(base_url=server.url, timeout=60) as client:
-        client.post("/api/networks", json={"definition": RESEARCH}).raise_for_status()
+        client.post("/api/networks", json={"projectId": project, "definition": RESEARCH}).raise_for_status()
         settings = {"network": "research", "max_steps": 2}
-        events = stream(
-            client, "POST", "/api/runs/agent_network/stream", json={"message": QUESTION, "settings": settings}
-        )
+        body = {"message": QUESTION, "projectId": project, "settings": settings}
+        events = stream(client, "POST", "/api/runs/agent_network/stream", json=body)
         assert [e.type for e in events][-2:] == ["budget_exhausted", "error"]
         error = events[-1]
         assert error.type == "error" and error.transcript is not None and len(error.transcript) == 3
 
 
-def test_tokens_and_projects_hold_for_networks_and_runs(servers):
-    server = servers(PHASEGRAPH_API_TOKENS="alpha:projA;root:*")
-    alpha, root = {"Authorization": "Bearer alpha"}, {"Authorization": "Bearer root"}
+def test_tokens_and_projects_hold_for_networks_and_runs(shared_servers):
+    # alpha-secret reaches projA only, root-secret every project
+    server = shared_servers(**GUARDED)
+    alpha, root = {"Authorization": "Bearer alpha-secret"}, {"Authorization": "Bearer root-secret"}
+    theirs = unique("projB")  # a project alpha may not use
     with httpx.Client(base_url=server.url, timeout=60) as client:
         assert client.post("/run", json={"user_message": "hi"}).status_code == 401
         assert client.get("/api/networks").status_code == 401
         assert (
-            client.post("/run", json={"user_message": "hi", "project_id": "projB"}, headers=alpha).status_code
+            client.post("/run", json={"user_message": "hi", "project_id": theirs}, headers=alpha).status_code
             == 403
         )
         forbidden = client.post(
-            "/api/networks", json={"projectId": "projB", "definition": RESEARCH}, headers=alpha
+            "/api/networks", json={"projectId": theirs, "definition": RESEARCH}, headers=alpha
         )
         assert forbidden.status_code == 403
-        client.post("/api/networks", json={"projectId": "projB", "definition": RESEARCH}, headers=root)
-        assert client.get("/api/networks", headers=alpha).json() == []  # projB's network is not alpha's
-        assert len(client.get("/api/networks", headers=root).json()) == 1
+        client.post("/api/networks", json={"projectId": theirs, "definition": RESEARCH}, headers=root)
+        # the other project's network is not alpha's
+        assert client.get("/api/networks", headers=alpha).json() == []
+        seen = client.get("/api/networks", headers=root).json()
+        assert len([n for n in seen if n["projectId"] == theirs]) == 1  # root's reaches every project
         blind = client.post("/run", json={"user_message": "hi", "network": "research", "project_id": "projA"},
                             headers=alpha)  # fmt: skip
         assert blind.status_code == 404  # networks belong to their project

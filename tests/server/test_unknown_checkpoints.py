@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.server.conftest import Server, demo_server, stream
+from tests.server.conftest import Server, stream, unique
 
 #: Shaped like the saver's ids (time-ordered UUIDs), so only its absence makes it wrong.
 UNKNOWN = "1f000000-0000-6000-8000-000000000000"
@@ -22,9 +22,10 @@ ASK = {"messages": [{"role": "user", "content": "Summarise the roadmap in the do
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with demo_server(tmp_path_factory, "unknown-checkpoints") as started:
-        yield started
+def server(shared_servers: Any) -> Server:
+    """The session's server: threads here are the server's own (``POST /threads``) or ``unique``."""
+    started: Server = shared_servers()
+    return started
 
 
 @pytest.fixture
@@ -84,12 +85,13 @@ def test_a_run_from_an_unknown_checkpoint_is_404_and_starts_nothing(
 
 
 def test_the_native_checkpoint_routes_answer_404_for_an_unknown_checkpoint(client: httpx.Client):
-    body = {"message": "Summarise the roadmap in the docs folder.", "threadId": "native-cp"}
+    thread = unique("native-cp")
+    body = {"message": "Summarise the roadmap in the docs folder.", "threadId": thread}
     assert stream(client, "POST", "/api/runs/triggered_phase/stream", json=body)[-1].type == "final"
-    timeline = client.get("/api/threads/native-cp/checkpoints").json()
+    timeline = client.get(f"/api/threads/{thread}/checkpoints").json()
     known = timeline[-1]["checkpointId"]
-    assert client.get(f"/api/threads/native-cp/checkpoints/{known}").status_code == 200
-    _not_found(client.get("/api/threads/native-cp/checkpoints", params={"before": UNKNOWN}))
-    _not_found(client.get(f"/api/threads/native-cp/checkpoints/{UNKNOWN}"))
-    _not_found(client.post(f"/api/threads/native-cp/checkpoints/{UNKNOWN}/fork"))
-    assert client.get("/api/threads/native-cp/checkpoints").json() == timeline  # no fork ran
+    assert client.get(f"/api/threads/{thread}/checkpoints/{known}").status_code == 200
+    _not_found(client.get(f"/api/threads/{thread}/checkpoints", params={"before": UNKNOWN}))
+    _not_found(client.get(f"/api/threads/{thread}/checkpoints/{UNKNOWN}"))
+    _not_found(client.post(f"/api/threads/{thread}/checkpoints/{UNKNOWN}/fork"))
+    assert client.get(f"/api/threads/{thread}/checkpoints").json() == timeline  # no fork ran

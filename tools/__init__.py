@@ -1,13 +1,26 @@
 """Tool runtime: registry, canonical signatures, runner and the built-in workspace tools.
 
-This layer knows nothing about graphs; nodes call into it.
+This layer knows nothing about graphs; nodes call into it. Its names are imported at first use, so a
+module of the layer that needs no LangChain (``files``, ``context``, the MCP demo server) loads none.
 """
 
-from phasegraph.tools.context import ToolContext
-from phasegraph.tools.registry import ToolRegistry
-from phasegraph.tools.runner import ToolResult, ToolRunner
-from phasegraph.tools.signature import canonical_signature
-from phasegraph.tools.workspace import default_registry
+from typing import TYPE_CHECKING, Any
+
+_HOMES = {
+    "ToolContext": "phasegraph.tools.context",
+    "ToolRegistry": "phasegraph.tools.registry",
+    "ToolResult": "phasegraph.tools.runner",
+    "ToolRunner": "phasegraph.tools.runner",
+    "canonical_signature": "phasegraph.tools.signature",
+    "default_registry": "phasegraph.tools.workspace",
+}
+
+if TYPE_CHECKING:
+    from phasegraph.tools.context import ToolContext
+    from phasegraph.tools.registry import ToolRegistry
+    from phasegraph.tools.runner import ToolResult, ToolRunner
+    from phasegraph.tools.signature import canonical_signature
+    from phasegraph.tools.workspace import default_registry
 
 __all__ = [
     "ToolContext",
@@ -17,3 +30,14 @@ __all__ = [
     "canonical_signature",
     "default_registry",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value

@@ -21,8 +21,7 @@ from mcp.server.fastmcp import FastMCP
 from pydantic import Field
 
 from phasegraph.tools.context import ToolContext
-from phasegraph.tools.workspace import list_files as list_workspace_files
-from phasegraph.tools.workspace import read_file as read_workspace_file
+from phasegraph.tools.files import list_folder, read_text
 
 #: Longest expression ``calculate`` parses, in characters.
 MAX_EXPRESSION_CHARS = 200
@@ -114,12 +113,12 @@ def build_server(root: Path, *, host: str = "127.0.0.1", port: int = 8000) -> Fa
     @server.tool(structured_output=False)
     def list_files(path: PathArg = ".") -> str:
         """List the files and folders directly inside a workspace folder (folders end with '/')."""
-        return str(list_workspace_files.invoke({"path": path, "context": context}))
+        return list_folder(context, path)
 
     @server.tool(structured_output=False)
     def read_file(path: PathArg) -> str:
         """Read a UTF-8 text file from the workspace; long files are truncated."""
-        return str(read_workspace_file.invoke({"path": path, "context": context}))
+        return read_text(context, path)
 
     @server.tool(structured_output=False)
     def calculate(

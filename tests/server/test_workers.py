@@ -46,9 +46,13 @@ def _all_started(server: Server, count: int = 2) -> Server:
     return server
 
 
-def _start(server: Server, request_id: str, stop_after: str = "phase_start") -> list[Event]:
+def _start(
+    server: Server, request_id: str, stop_after: str = "phase_start", model: str | None = None
+) -> list[Event]:
     """Start a run on a connection of its own and hang up after its first ``stop_after`` (the run goes on)."""
     body = {"message": "Summarise the roadmap", "requestId": request_id, "onDisconnect": "continue"}
+    if model is not None:
+        body["model"] = model
     with httpx.Client(base_url=server.url) as client:
         return stream(client, "POST", RUN, stop_after=stop_after, json=body)
 
@@ -102,8 +106,11 @@ def test_any_worker_follows_replays_pauses_resumes_and_cancels_a_run_another_wor
     servers, tmp_path: Path, kind: str
 ):
     database = _database(tmp_path, kind)
+    (tmp_path / "slower").mkdir()
+    slower = slow_script(tmp_path / "slower", delay_ms=250)  # the runs paused and cancelled
     server = _all_started(servers(PHASEGRAPH_WORKERS="2", PHASEGRAPH_CHECKPOINTER=database,
-                                  PHASEGRAPH_MODEL=slow_script(tmp_path, delay_ms=80)))  # fmt: skip
+                                  PHASEGRAPH_MODEL=slow_script(tmp_path, delay_ms=80),
+                                  PHASEGRAPH_ALLOWED_MODELS=slower))  # fmt: skip
     workers = _workers(server)
     assert len(workers) == 2
     if kind == "sqlite":  # each worker listens for the others' commits on a socket of its own
@@ -112,31 +119,37 @@ def test_any_worker_follows_replays_pauses_resumes_and_cancels_a_run_another_wor
         )
 
     tag = uuid4().hex[:8]
-    ids: list[str] = []
-    while len(ids) < MAX_STARTS:
-        ids.append(f"w-{tag}-{len(ids)}")
-        assert _start(server, ids[-1])[0].seq == 1
-        drivers = {_pid(owner) for owner in _owners(database, ids).values()}
-        if len(ids) >= 6 and drivers == set(workers):
+    followed: list[str] = []
+    while len(followed) < MAX_STARTS:
+        followed.append(f"w-{tag}-{len(followed)}")
+        assert _start(server, followed[-1])[0].seq == 1
+        drivers = {_pid(owner) for owner in _owners(database, followed).values()}
+        if len(followed) >= 3 and drivers == set(workers):
             break
     assert drivers == set(workers), "every run went to one worker"
 
-    paused, cancelled, followed = ids[0:2], ids[2], ids[3:]
+    # Two runs paused and one cancelled, each asked right after its start on a connection of its own (the
+    # slower script keeps them going meanwhile: a pause goes to the run's next pause point, so a run that
+    # had finished first would end with its answer, and a finished one cannot be cancelled).
+    paused, cancelled = [f"p-{tag}-0", f"p-{tag}-1"], f"c-{tag}"
     for request_id in paused:
+        assert _start(server, request_id, model=slower)[0].seq == 1
         assert _call(server, "POST", f"/api/requests/{request_id}/pause").status_code == 202
+    assert _start(server, cancelled, model=slower)[0].seq == 1
     assert _call(server, "POST", f"/api/requests/{cancelled}/cancel").status_code == 200
+    ids = [*followed, *paused, cancelled]
 
     for request_id in followed:  # the rest of each run, from its second event, on any worker
         rest = _follow(server, request_id, after=1)
         assert rest[-1].type == "final" and _seqs(rest) == list(range(2, rest[-1].seq + 1))
     for request_id in paused:
         head = _follow(server, request_id)
-        assert head[-1].type == "paused" and _seqs(head) == list(range(1, head[-1].seq + 1))
+        assert head[-1].type == "paused" and _seqs(head) == list(range(1, head[-1].seq + 1)), head[-3:]
         with httpx.Client(base_url=server.url) as client:
             resumed = stream(client, "POST", f"/api/requests/{request_id}/resume", json={})
         assert resumed[-1].type == "final" and _seqs(resumed)[0] == head[-1].seq + 1
     ended = _follow(server, cancelled)
-    assert ended[-1].type == "cancelled" and _seqs(ended) == list(range(1, ended[-1].seq + 1))
+    assert ended[-1].type == "cancelled" and _seqs(ended) == list(range(1, ended[-1].seq + 1)), ended[-3:]
 
     for request_id in ids:  # the whole log, once more, from wherever: no gap, no repeat
         events = _follow(server, request_id)

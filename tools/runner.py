@@ -6,7 +6,6 @@ import asyncio
 import time
 from typing import Any, Literal
 
-import jsonschema
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ValidationError
 
@@ -101,7 +100,9 @@ def argument_problem(tool: BaseTool, args: dict[str, Any]) -> str | None:
             schema.model_validate(args)
         except ValidationError as exc:
             return _describe(exc)
-    elif isinstance(schema, dict):  # an MCP tool's JSON schema
+    elif isinstance(schema, dict):  # an MCP tool's JSON schema: jsonschema only where MCP tools are
+        import jsonschema
+
         error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(args))
         if error is not None:
             where = ".".join(str(p) for p in error.absolute_path) or "arguments"

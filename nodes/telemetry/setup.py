@@ -11,9 +11,9 @@ spans and metrics back with the SDK's in-memory exporter and reader).
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from opentelemetry import trace
-from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.metrics import Meter
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
@@ -26,9 +26,11 @@ from opentelemetry.sdk.trace.export import (
     SpanExporter,
 )
 from opentelemetry.trace import Tracer
-from prometheus_client import CollectorRegistry
 
 from phasegraph.nodes.settings import run_settings
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 SCOPE = "phasegraph"
 #: ``service.name`` is phasegraph unless ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` say otherwise.
@@ -87,6 +89,11 @@ def use_metric_reader(reader: MetricReader | None = None) -> MeterProvider:
     Instruments are made again for the new provider (``phasegraph.nodes.telemetry.metrics``).
     """
     global _meters, _registry
+    # The Prometheus client at the first metric, not at start-up: a server that is only asked for
+    # its health, and a command that records no metric, never load it.
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from prometheus_client import CollectorRegistry
+
     if _meters is not None:
         _meters.shutdown()
     _registry = CollectorRegistry(auto_describe=True)

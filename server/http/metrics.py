@@ -13,7 +13,6 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import PlainTextResponse, Response
 from opentelemetry.metrics import UpDownCounter
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -51,6 +50,8 @@ def metrics_routes(tokens: dict[str, Access]) -> APIRouter:
     )
     def metrics() -> Response:  # not async: a scrape reads every instrument, in a thread of its own
         """Every metric of this server in the Prometheus text format: a scraper's target."""
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
         return Response(generate_latest(telemetry.prometheus_registry()), media_type=CONTENT_TYPE_LATEST)
 
     return router

@@ -54,9 +54,9 @@ $(JS_CI): tests/js/package-lock.json
 	cd tests/js && npm ci --ignore-scripts --no-audit --no-fund
 	@touch $@
 
-# A pytest worker per CPU. A module whose tests share a module-wide fixture (a server, an in-process run)
-# runs on one worker, so it starts once; any other test goes to whichever worker is free (tests/conftest.py).
-PARALLEL := -n auto --dist loadgroup
+# A pytest worker per CPU; each test module runs on one worker, so the servers a module shares start once
+# (spreading a module's tests over the workers was measured slower: each worker then starts them).
+PARALLEL := -n auto --dist loadscope
 
 # The suite runs `make bench QUICK=1` once (tests/test_bench.py), so it needs the bench extra too.
 test: $(VENV)/.dev $(VENV)/.bench $(STUDIO_VENV)/bin/langgraph $(JS_CI)

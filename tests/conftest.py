@@ -110,19 +110,3 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from tests.browser import close_browser
 
     close_browser()
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep a module's tests on one xdist worker only when they share a module-wide fixture.
-
-    Under ``--dist loadgroup`` (``make test``) a test marked ``xdist_group`` runs on the worker of its
-    group, and any other test on whichever worker is free: a module whose tests start servers of their
-    own spreads over every worker, while one sharing a module's server (or in-process run) starts it once.
-    """
-    for item in items:
-        fixtures = getattr(item, "_fixtureinfo", None)
-        if fixtures is None:
-            continue
-        scopes = {definitions[-1].scope for definitions in fixtures.name2fixturedefs.values()}
-        if scopes & {"module", "class", "package"}:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))

@@ -3,7 +3,8 @@
 Each side is a fresh process, timed on the wall clock from its start to its end (a command) or to its
 first 200 from ``/healthz`` (the server, one worker, on a fresh sqlite file and on one it made before).
 The anchor is ``python -c "import langgraph.graph"``: what any LangGraph program pays before it does
-anything. Sides run interleaved, so a busy machine slows them alike.
+anything. Sides run interleaved, so a busy machine slows them alike. One more side imports only the
+libraries serving needs (LangGraph, SQLAlchemy, FastAPI, uvicorn, AG-UI): the floor under the serve sides.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ IMPORT = 'python -c "import phasegraph"'
 DEMO = "phasegraph run triggered_phase (demo)"
 SERVE_FRESH = "phasegraph serve to /healthz (fresh sqlite)"
 SERVE_AGAIN = "phasegraph serve to /healthz (existing sqlite)"
+#: What serving cannot do without: LangGraph, the store's SQLAlchemy, FastAPI, uvicorn and the AG-UI types,
+#: imported and nothing else (no app built, no port opened): the floor under the two serve sides.
+LIBRARIES = "python -c \"import <the server's libraries>\""
+SERVER_LIBRARIES = "import langgraph.graph, sqlalchemy.ext.asyncio, fastapi, uvicorn, ag_ui.core"
 HEADLINE = "wall time"
 #: issue 36's goals, as a share of the anchor
 GOALS = {HELP: 0.35, SERVE_FRESH: 1.8, SERVE_AGAIN: 1.8}
@@ -51,6 +56,7 @@ def _measure(folder: Path, repeats: int, *, warmup: bool) -> Row:
         DEMO: _command([PHASEGRAPH, "run", "triggered_phase", "Summarise the roadmap."], folder, env),
         SERVE_FRESH: lambda: _serve(folder, folder / f"fresh-{next(fresh)}.db", env),
         SERVE_AGAIN: lambda: _serve(folder, again, env),
+        LIBRARIES: _command([sys.executable, "-c", SERVER_LIBRARIES], folder, env),
     }
     _serve(folder, again, env)  # the existing database: made and migrated once, before the timing
     samples: dict[str, list[float]] = {name: [] for name in sides}
@@ -71,7 +77,10 @@ def _measure(folder: Path, repeats: int, *, warmup: bool) -> Row:
         headline=HEADLINE,
         sides=[Side(name, {HEADLINE: Figure.of_samples(times)}) for name, times in samples.items()],
     )
-    row.note = "; ".join(_goal(row, side, share) for side, share in GOALS.items())
+    floor = row.ratio(row.side(LIBRARIES))
+    row.note = "; ".join(_goal(row, side, share) for side, share in GOALS.items()) + (
+        f"; the server's libraries alone take {floor:.2f}x" if floor is not None else ""
+    )
     return row
 
 

@@ -29,7 +29,7 @@ SERVE_FRESH = "phasegraph serve to /healthz (fresh sqlite)"
 SERVE_AGAIN = "phasegraph serve to /healthz (existing sqlite)"
 #: What serving cannot do without: LangGraph, the store's SQLAlchemy, FastAPI, uvicorn and the AG-UI types,
 #: imported and nothing else (no app built, no port opened): the floor under the two serve sides.
-LIBRARIES = "python -c \"import <the server's libraries>\""
+LIBRARIES = 'python -c "import <the server\'s libraries>"'
 SERVER_LIBRARIES = "import langgraph.graph, sqlalchemy.ext.asyncio, fastapi, uvicorn, ag_ui.core"
 HEADLINE = "wall time"
 #: issue 36's goals, as a share of the anchor

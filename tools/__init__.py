@@ -4,7 +4,9 @@ This layer knows nothing about graphs; nodes call into it. Its names are importe
 module of the layer that needs no LangChain (``files``, ``context``, the MCP demo server) loads none.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from phasegraph.tools.lazy import lazy_names
 
 _HOMES = {
     "ToolContext": "phasegraph.tools.context",
@@ -32,12 +34,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _HOMES)

@@ -6,8 +6,9 @@ side) are imported at first use, and the demo server (``python -m phasegraph.too
 never imported here.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from phasegraph.tools.lazy import lazy_names
 from phasegraph.tools.mcp.config import (
     EXAMPLE_CONFIG,
     McpConfigError,
@@ -30,9 +31,6 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in ("McpServices", "ToolSpec"):
-        from phasegraph.tools.mcp import services
-
-        return getattr(services, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(
+    __name__, dict.fromkeys(("McpServices", "ToolSpec"), "phasegraph.tools.mcp.services")
+)

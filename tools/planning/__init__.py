@@ -5,8 +5,9 @@ asked for: making them builds a pydantic model per tool, which a server that onl
 serves the planner's routes does not need at start-up.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from phasegraph.tools.lazy import lazy_names
 from phasegraph.tools.planning.domain import BUILTIN_TEMPLATES, ProjectDomain, slug
 from phasegraph.tools.planning.errors import PlanningError, PlanNotFound
 from phasegraph.tools.planning.ledger import ErrorReport, LedgerFilter, UsageLedger, UsageReport
@@ -51,9 +52,9 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in ("is_destructive", "planning_registry", "planning_tools"):
-        from phasegraph.tools.planning import tools
-
-        return getattr(tools, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(
+    __name__,
+    dict.fromkeys(
+        ("is_destructive", "planning_registry", "planning_tools"), "phasegraph.tools.planning.tools"
+    ),
+)

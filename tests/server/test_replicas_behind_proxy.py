@@ -14,6 +14,13 @@ running; every tool call ran to its end exactly once. The recording service writ
 start and end: a call that had finished before the kill never started again, and only the calls the
 kill interrupted started a second time (their service died with its server, so the first attempt
 never finished; see test_finished_calls).
+
+A doomed client may break twice: Linux closes a killed process's files one by one, highest
+descriptor first, so the client's stream (a connection accepted late) is cut before the listener
+(opened at start) is closed; a reconnect arriving in between completes its handshake with the dying
+listener and is then reset. The proxy records that connection as sent to the victim, and the test
+allows one more break per such connection and none for anything else (seen in CI; a process with
+thousands of files between its listener and a connection shows it every time).
 """
 
 from __future__ import annotations
@@ -65,6 +72,8 @@ class RunClient:
     #: The replica (proxy backend index) that took the latest start or resume: the run's driver.
     driver: int | None = None
     breaks: int = 0
+    #: Why each break happened (the transport error), for the failure message.
+    broken_by: list[str] = field(default_factory=list)
     resumes: int = 0
     started: threading.Event = field(default_factory=threading.Event)
 
@@ -81,8 +90,9 @@ class RunClient:
                             self.driver = self.proxy.backend_of(_client_port(response))
                             self.started.set()
                         read_sse(response, on_event=self.received.append)
-                except httpx.TransportError:  # the replica died under the stream
+                except httpx.TransportError as exc:  # the replica died under the stream
                     self.breaks += 1
+                    self.broken_by.append(f"{method} {url}: {exc!r}")
                 last = self.received[-1] if self.received else None
                 if isinstance(last, Final):
                     return
@@ -164,7 +174,7 @@ def test_a_replica_killed_mid_run_behind_the_proxy_loses_no_event_and_repeats_no
     balancer = proxy(replicas)
     clients = [RunClient(name, models[name], balancer) for name in names]
     began = time.monotonic()
-    doomed, at_the_kill = _run_and_kill_one_replica(clients, replicas, log)
+    doomed, at_the_kill, accepted_dying = _run_and_kill_one_replica(clients, replicas, log)
     elapsed = time.monotonic() - began
 
     # the kill interrupted exactly the doomed runs' slow calls, after their fast calls had finished
@@ -185,6 +195,9 @@ def test_a_replica_killed_mid_run_behind_the_proxy_loses_no_event_and_repeats_no
     with httpx.Client(base_url=balancer.url, timeout=TIMEOUT) as client:
         for run in clients:
             _check_stream(client, run, run in doomed)
+    # a doomed client broke once more for each reconnect the dying replica accepted, and for nothing else
+    extra = {run.name: run.broken_by[1:] for run in doomed if run.breaks > 1}
+    assert sum(map(len, extra.values())) == accepted_dying, extra
     # the dead replica was skipped: some connection after the kill was refused there first
     assert balancer.refused >= 1
     assert all(route.backend is not None for route in balancer.routes)
@@ -193,10 +206,11 @@ def test_a_replica_killed_mid_run_behind_the_proxy_loses_no_event_and_repeats_no
 
 def _run_and_kill_one_replica(
     clients: list[RunClient], replicas: list[Server], log: Path
-) -> tuple[list[RunClient], list[str]]:
+) -> tuple[list[RunClient], list[str], int]:
     """Drive every run; SIGKILL the first run's replica once its runs' slow calls work; wait for the ends.
 
-    Returns the runs the killed replica drove, and the recording service's file right after the kill.
+    Returns the runs the killed replica drove, the recording service's file right after the kill, and
+    how many connections the proxy sent to the killed replica after the kill (it accepted them dying).
     """
     with ThreadPoolExecutor(len(clients)) as pool:
         running = [pool.submit(run.drive) for run in clients]
@@ -209,12 +223,15 @@ def _run_and_kill_one_replica(
         _wait(lambda: all(f"start {run.name}-slow" in _lines(log) for run in doomed), "no slow call began")
         services = victim.children(SERVICE.name.encode())
         assert len(services) == len(doomed)  # one recording service per run, a child of its driver
+        balancer = clients[0].proxy
+        routed_before = len(balancer.routes)
         victim.kill()
         _wait(lambda: all(_gone(pid) for pid in services), "the recording services outlived their server")
         at_the_kill = _lines(log)
         for done in running:
             done.result(timeout=CLIENT_SECONDS)
-    return doomed, at_the_kill
+    dying = replicas.index(victim)
+    return doomed, at_the_kill, sum(r.backend == dying for r in balancer.routes[routed_before:])
 
 
 def _check_stream(client: httpx.Client, run: RunClient, doomed: bool) -> None:
@@ -229,7 +246,10 @@ def _check_stream(client: httpx.Client, run: RunClient, doomed: bool) -> None:
     assert (status["status"], status["lastSeq"]) == ("completed", final.seq)
     crashed = [e.reason for e in run.received if isinstance(e, Paused)]
     resumed = [e.reason for e in run.received if isinstance(e, Resumed)]
-    if doomed:  # broke once, read on elsewhere, resumed once after the crash pause
-        assert (run.breaks, run.resumes, crashed, resumed) == (1, 1, ["crashed"], ["crashed"]), run.name
+    if (
+        doomed
+    ):  # broke (once, or more: see the module's doc), read on elsewhere, resumed once after the crash pause
+        assert run.breaks >= 1, run.name
+        assert (run.resumes, crashed, resumed) == (1, ["crashed"], ["crashed"]), (run.name, run.broken_by)
     else:
         assert (run.breaks, run.resumes, crashed, resumed) == (0, 0, [], []), run.name

@@ -155,7 +155,10 @@ def load(server: tuple[str, str]) -> Load:
         _settled(client)  # the streams above are counted closed: only the next one is open below
         with client.stream("POST", RUN.format("triggered_phase"), json=body) as response:
             assert response.status_code == 200
-            next(line for line in response.iter_lines() if line.startswith("data:"))
+            # Held, not dropped: a dropped line iterator is collected at once, and httpx then closes
+            # the connection, so the server would see the client leave before the scrape below.
+            lines = response.iter_lines()
+            next(line for line in lines if line.startswith("data:"))
             load.while_streaming = _scrape(client)
         # The client left: the run pauses, and its stream is closed.
         deadline = time.monotonic() + SETTLE_SECONDS

@@ -122,3 +122,28 @@ def test_the_head_revision_is_alembic_s() -> None:
     from phasegraph.server.storage.migrate import alembic_config
 
     assert head_revision() == ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def test_the_served_app_is_built_without_collections_and_frozen() -> None:
+    # What `phasegraph serve` hands uvicorn: the same app, imported with the collector paused (plain
+    # `import phasegraph.server.app` runs hundreds of collections, a few of them full), then frozen.
+    from phasegraph.server.cli.serving import APP
+
+    module, _, name = APP.partition(":")
+    code = (
+        "import gc, json, sys\n"
+        "runs = []\n"
+        "def seen(phase, info):  # a collection once the server's own imports began\n"
+        "    if phase == 'start' and {'phasegraph.server.collector', 'fastapi'} & set(sys.modules):\n"
+        "        runs.append(info['generation'])\n"
+        "gc.callbacks.append(seen)\n"
+        f"from {module} import {name}\n"
+        "gc.callbacks.remove(seen)\n"
+        "from phasegraph.server.app import app\n"
+        f"print(json.dumps([runs, {name} is app, gc.isenabled(), gc.get_freeze_count()]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    runs, same, enabled, frozen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert same and enabled  # the collector runs again once the app is built
+    assert runs == [] and frozen > 100_000, (len(runs), frozen)  # start-up's objects: never scanned again

@@ -31,7 +31,7 @@ LATER_PROTOCOLS: dict[str, str] = {}
 
 async def measure(quick: bool, workdir: Path) -> list[Row]:
     """Every row, in-process rows first, then the servers."""
-    repeats = 8 if quick else 40
+    repeats = 4 if quick else 40
     rows = await overhead_rows(workdir, repeats)
     rows.append(await stream_cut_row())
     rows += await containment_rows()

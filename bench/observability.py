@@ -228,7 +228,7 @@ def _side_costs(mode: Mode) -> dict[str, float]:
 
 async def observability_rows(quick: bool) -> list[Row]:
     """Row 8: the triggered_phase demo turn and the goal_pursuit demo pursuit, telemetry off and on."""
-    repeats = {"triggered_phase": 4 if quick else 80, "goal_pursuit": 3 if quick else 40}
+    repeats = {"triggered_phase": 2 if quick else 80, "goal_pursuit": 1 if quick else 40}
     # every round, every mode: an untimed run and a timed one
     runs = {protocol: (count + 1) * len(modes()) * 2 for protocol, count in repeats.items()}
     kept = os.environ.get(CAPTURE)

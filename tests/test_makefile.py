@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 MAKEFILE = Path(__file__).parents[1] / "Makefile"
@@ -56,3 +57,20 @@ def test_a_named_python_that_is_not_one_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "PYTHON=/nowhere/python3.12 is" in done.stderr
     assert not (tmp_path / ".venv").exists()
+
+
+def test_a_built_environment_is_not_installed_again(tmp_path: Path) -> None:
+    # As `make test` leaves it: the bench extra installed last, which rewrote bin/phasegraph after the dev
+    # extra's stamp. A second `make test` installs nothing (it used to install both extras every time).
+    _path_with(tmp_path, python3=os.path.realpath(sys.executable))
+    made = [".venv/.base", ".venv/.dev", ".venv/.bench", ".venv-studio/bin/langgraph",
+            "tests/js/package-lock.json", "tests/js/node_modules/.ci", ".venv/bin/phasegraph"]  # fmt: skip
+    later = time.time() + 100  # after pyproject.toml, which _make touches
+    for step, name in enumerate(made):  # each newer than the one before
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+        os.utime(path, (later + step, later + step))
+    done = _make(tmp_path, "--dry-run", "test")
+    assert done.returncode == 0, done.stderr
+    assert not [line for line in done.stdout.splitlines() if "install" in line], done.stdout

@@ -13,32 +13,36 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Query, Request
-from fastapi.staticfiles import StaticFiles
-from starlette.middleware.cors import CORSMiddleware
-from starlette.types import ASGIApp
+from phasegraph.nodes.collector import collector_paused
 
-from phasegraph.nodes.settings import ServerSettings
-from phasegraph.server.http.ag_ui import ag_ui_routes
-from phasegraph.server.http.auth import Access, access_for, parse_tokens
-from phasegraph.server.http.bodies import PROJECT_PARAM
-from phasegraph.server.http.checkpoints import checkpoint_routes
-from phasegraph.server.http.errors import install_error_handlers
-from phasegraph.server.http.langgraph_api import langgraph_routes
-from phasegraph.server.http.metrics import CountStreams, metrics_routes
-from phasegraph.server.http.networks import network_routes
-from phasegraph.server.http.page import STATIC, page_routes
-from phasegraph.server.http.planner import planner_routes
-from phasegraph.server.http.requests import request_routes
-from phasegraph.server.http.responses import ID_PATTERN, DeclaredTooLarge, document_settings
-from phasegraph.server.http.streams import stream_routes
-from phasegraph.server.runs.manager import RunManager
-from phasegraph.server.runs.preflight import check_settings
-from phasegraph.server.storage.persistence import open_checkpointer
-from phasegraph.server.storage.retention import Retention
-from phasegraph.server.storage.store import RequestStore
-from phasegraph.tools.networks import open_network_store
-from phasegraph.tools.planning import open_planning
+# The server's libraries and modules, imported without collections (phasegraph.nodes.collector).
+with collector_paused():
+    from fastapi import FastAPI, Query, Request
+    from fastapi.staticfiles import StaticFiles
+    from starlette.middleware.cors import CORSMiddleware
+    from starlette.types import ASGIApp
+
+    from phasegraph.nodes.settings import ServerSettings
+    from phasegraph.server.http.ag_ui import ag_ui_routes
+    from phasegraph.server.http.auth import Access, access_for, parse_tokens
+    from phasegraph.server.http.bodies import PROJECT_PARAM
+    from phasegraph.server.http.checkpoints import checkpoint_routes
+    from phasegraph.server.http.errors import install_error_handlers
+    from phasegraph.server.http.langgraph_api import langgraph_routes
+    from phasegraph.server.http.metrics import CountStreams, metrics_routes
+    from phasegraph.server.http.networks import network_routes
+    from phasegraph.server.http.page import STATIC, page_routes
+    from phasegraph.server.http.planner import planner_routes
+    from phasegraph.server.http.requests import request_routes
+    from phasegraph.server.http.responses import ID_PATTERN, DeclaredTooLarge, document_settings
+    from phasegraph.server.http.streams import stream_routes
+    from phasegraph.server.runs.manager import RunManager
+    from phasegraph.server.runs.preflight import check_settings
+    from phasegraph.server.storage.persistence import open_checkpointer
+    from phasegraph.server.storage.retention import Retention
+    from phasegraph.server.storage.store import RequestStore
+    from phasegraph.tools.networks import open_network_store
+    from phasegraph.tools.planning import open_planning
 
 #: Headers pages read: where a run lives (``Content-Location``, as the LangGraph JS SDK reads it) and
 #: the pagination headers of its searches.
@@ -152,4 +156,5 @@ class _App(FastAPI):
         )  # fmt: skip
 
 
-app = create_app()
+with collector_paused():  # building the routes makes long-lived objects too
+    app = create_app()

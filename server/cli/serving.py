@@ -21,7 +21,7 @@ from phasegraph.server.cli.project_file import ConfigOption, use_project
 if TYPE_CHECKING:
     from phasegraph.nodes.settings import ServerSettings
 
-APP = "phasegraph.server.asgi:app"
+APP = "phasegraph.server.app:app"
 #: How long the supervisor waits for a worker to answer its health check before it replaces the worker: a
 #: starting worker imports LangChain and LangGraph first (over uvicorn's 5 s on a busy machine).
 HEALTH_CHECK_SECONDS = 30

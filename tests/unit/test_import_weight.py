@@ -124,26 +124,22 @@ def test_the_head_revision_is_alembic_s() -> None:
     assert head_revision() == ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
-def test_the_served_app_is_built_without_collections_and_frozen() -> None:
-    # What `phasegraph serve` hands uvicorn: the same app, imported with the collector paused (plain
-    # `import phasegraph.server.app` runs hundreds of collections, a few of them full), then frozen.
-    from phasegraph.server.cli.serving import APP
-
-    module, _, name = APP.partition(":")
+def test_the_server_app_is_imported_and_built_without_collections() -> None:
+    # Importing the server and building its app made ~450 young and 3 full collections that found almost
+    # no garbage (15% of the import's CPU); none runs now (what start-up made is frozen, so resuming
+    # scans none of it), and the collector runs again afterwards.
     code = (
         "import gc, json, sys\n"
         "runs = []\n"
-        "def seen(phase, info):  # a collection once the server's own imports began\n"
-        "    if phase == 'start' and {'phasegraph.server.collector', 'fastapi'} & set(sys.modules):\n"
+        "def seen(phase, info):  # a collection once the server's libraries began to load\n"
+        "    if phase == 'start' and 'fastapi' in sys.modules:\n"
         "        runs.append(info['generation'])\n"
         "gc.callbacks.append(seen)\n"
-        f"from {module} import {name}\n"
-        "gc.callbacks.remove(seen)\n"
         "from phasegraph.server.app import app\n"
-        f"print(json.dumps([runs, {name} is app, gc.isenabled(), gc.get_freeze_count()]))"
+        "gc.callbacks.remove(seen)\n"
+        "print(json.dumps([runs, gc.isenabled() and gc.get_freeze_count() > 100_000]))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    runs, same, enabled, frozen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert same and enabled  # the collector runs again once the app is built
-    assert runs == [] and frozen > 100_000, (len(runs), frozen)  # start-up's objects: never scanned again
+    runs, resumed_and_frozen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert runs == [] and resumed_and_frozen, (runs, resumed_and_frozen)

@@ -36,3 +36,10 @@ def touch_file(path: str) -> str:
     with open(path, "w", encoding="utf-8") as out:
         out.write("touched\n")
     return f"wrote {path}"
+
+
+def append_line(path: str) -> str:
+    """Add a line to the file at ``path``: a call that ran twice shows twice (seen from any process)."""
+    with open(path, "a", encoding="utf-8") as out:
+        out.write("ran\n")
+    return f"appended to {path}"

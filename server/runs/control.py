@@ -61,7 +61,7 @@ class Control:
             snapshot, fork = await served.graph.aget_state(thread_config(record.thread_key)), False
         else:
             snapshot, fork = await end_of_phase(served.graph, record.thread_key, phase_index)
-        if not await engine.store.claim(record.request_key, engine.owner, (record.status,)):
+        if not await engine.store.claim(record, engine.owner, (record.status,)):
             raise ConflictError(f"request {record.request_id!r} changed state meanwhile; try again")
         await self.driver.restart(served, record, snapshot, phase_index=phase_index, fork=fork,
                                   graph_input=graph_input)  # fmt: skip

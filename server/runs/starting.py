@@ -22,7 +22,7 @@ from phasegraph.server.runs.driving import Driver
 from phasegraph.server.runs.engine import Engine
 from phasegraph.server.runs.protocols import Served
 from phasegraph.server.storage.checkpoints import require_next, snapshot_at, thread_config
-from phasegraph.server.storage.records import RequestExists, RequestRecord, scoped_key
+from phasegraph.server.storage.records import RequestExists, RequestRecord, ThreadBusy, scoped_key
 from phasegraph.server.storage.threads import ThreadRecord, ThreadStore
 
 #: ``start``'s default input: the message is the user's turn.
@@ -202,8 +202,8 @@ class Starter:
             return key
         if first.protocol != protocol:
             raise ConflictError(f"thread {thread_id!r} belongs to protocol {first.protocol!r}")
-        if await self.engine.store.thread_busy(first.thread_key):
-            raise ConflictError(f"thread {thread_id!r} has a request running; wait, pause or cancel it first")
+        if await self.engine.store.thread_busy(first.thread_key):  # a clear answer early; the insert decides
+            raise ThreadBusy(thread_id)
         return first.thread_key
 
     async def _check_unrun_thread(self, project_id: str, thread_id: str, served: Served) -> None:

@@ -39,6 +39,14 @@ requests_table = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
     sa.Column("options", sa.JSON, nullable=False, default=dict),
+    # One running request per thread: of two starts, resumes or answers at once, the second write fails.
+    sa.Index(
+        "ux_phasegraph_requests_running_thread",
+        "thread_key",
+        unique=True,
+        sqlite_where=sa.text("status = 'running'"),
+        postgresql_where=sa.text("status = 'running'"),
+    ),
 )
 threads_table = sa.Table(
     "phasegraph_threads",
@@ -110,6 +118,13 @@ class RequestExists(ConflictError):
 
     def __init__(self, request_id: str) -> None:
         super().__init__(f"request {request_id!r} already exists; resume it or use a new requestId")
+
+
+class ThreadBusy(ConflictError):
+    """Another request of the thread is running: a thread takes one turn at a time."""
+
+    def __init__(self, thread_id: str) -> None:
+        super().__init__(f"thread {thread_id!r} has a request running; wait, pause or cancel it first")
 
 
 def only_one(records: list[RequestRecord], what: str, how_to_choose: str) -> RequestRecord:

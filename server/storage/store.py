@@ -27,6 +27,7 @@ from phasegraph.server.storage.records import (
     RequestExists,
     RequestRecord,
     Status,
+    ThreadBusy,
     events_table,
     requests_table,
     traces_table,
@@ -130,16 +131,18 @@ class RequestStore:
         await self.engine.dispose()
 
     async def create(self, record: RequestRecord) -> None:
-        """Insert a new request; :class:`RequestExists` when its key is taken.
+        """Insert a new request: :class:`RequestExists` or :class:`ThreadBusy` (its thread runs another).
 
-        The insert is the check: of concurrent starts with one request id, the database's key lets
-        exactly one in, and every other gets the conflict (a read before the insert cannot decide it).
+        The insert is the check: of concurrent starts with one id or on one thread, the key and the index
+        of running requests let exactly one in (a read before the insert cannot decide it).
         """
         try:
             async with self._guard, self.engine.begin() as conn:
                 await conn.execute(requests_table.insert().values(**record.model_dump()))
-        except sa.exc.IntegrityError:  # the primary key (project/request) is the table's only constraint
-            raise RequestExists(record.request_id) from None
+        except sa.exc.IntegrityError:  # the primary key (project/request) or the running-thread index
+            if await self.get(record.request_key) is not None:
+                raise RequestExists(record.request_id) from None
+            raise ThreadBusy(record.thread_id) from None
 
     async def get(self, request_key: str) -> RequestRecord | None:
         """The request, or ``None``."""
@@ -205,14 +208,17 @@ class RequestStore:
                 requests_table.update().where(requests_table.c.request_key == request_key).values(**fields)
             )
 
-    async def claim(self, request_key: str, owner: str, allowed: tuple[Status, ...]) -> bool:
-        """Atomically mark a request running for ``owner`` if its status is one of ``allowed``."""
-        async with self._guard, self.engine.begin() as conn:
-            done = await conn.execute(
-                requests_table.update()
-                .where(requests_table.c.request_key == request_key, requests_table.c.status.in_(allowed))
-                .values(status="running", owner=owner, pause_requested=False, heartbeat_at=time.time())
-            )
+    async def claim(self, record: RequestRecord, owner: str, allowed: tuple[Status, ...]) -> bool:
+        """Make ``owner`` drive a request whose status is in ``allowed``; :class:`ThreadBusy`: thread busy."""
+        table, key = requests_table, record.request_key
+        try:
+            async with self._guard, self.engine.begin() as conn:
+                done = await conn.execute(
+                    table.update().where(table.c.request_key == key, table.c.status.in_(allowed))
+                    .values(status="running", owner=owner, pause_requested=False, heartbeat_at=time.time())
+                )  # fmt: skip
+        except sa.exc.IntegrityError:
+            raise ThreadBusy(record.thread_id) from None
         return done.rowcount == 1
 
     async def take_over(self, record: RequestRecord, owner: str) -> bool:

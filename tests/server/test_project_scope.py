@@ -154,7 +154,7 @@ def test_an_sqlite_database_from_before_migrations_is_upgraded_in_place(servers,
         assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("their_rev",)]
         head = ScriptDirectory.from_config(alembic_config()).get_current_head()
         assert db.execute("SELECT version_num FROM phasegraph_alembic_version").fetchall() == [(head,)]
-        assert head == "0007" and db.execute("SELECT count(*) FROM phasegraph_networks").fetchone() == (0,)
+        assert head == "0008" and db.execute("SELECT count(*) FROM phasegraph_networks").fetchone() == (0,)
         assert db.execute(
             "SELECT options FROM phasegraph_requests WHERE request_id = 'old-1'"
         ).fetchone() == ("{}",)

@@ -28,8 +28,9 @@ async def store() -> AsyncIterator[RequestStore]:
 
 async def _running_request(store: RequestStore) -> RequestRecord:
     """A request replica A drives."""
-    record = RequestRecord(request_id=f"r-{uuid4().hex}", project_id="p", protocol="triggered_phase",
-                           thread_id="t", status="running", owner="replica-a")  # fmt: skip
+    name = f"r-{uuid4().hex}"  # a thread of its own: the shared database holds every earlier test's runs
+    record = RequestRecord(request_id=name, project_id="p", protocol="triggered_phase",
+                           thread_id=name, status="running", owner="replica-a")  # fmt: skip
     await store.create(record)
     return record
 

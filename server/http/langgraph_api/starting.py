@@ -12,7 +12,7 @@ from typing import Any
 from uuid import uuid4
 
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command
+from langgraph.types import Command, StateSnapshot
 
 from phasegraph.graphs.registry import ProtocolSpec
 from phasegraph.nodes.errors import ConfigurationError, ConflictError, InvalidInputError, NotFoundError
@@ -22,12 +22,13 @@ from phasegraph.server.runs.manager import RunManager
 from phasegraph.server.runs.protocols import Served
 from phasegraph.server.runs.stops import checked_stops
 from phasegraph.server.storage.checkpoints import require_next, snapshot_at, thread_config
-from phasegraph.server.storage.records import RequestRecord
+from phasegraph.server.storage.records import RequestRecord, ThreadBusy
 from phasegraph.server.storage.threads import ThreadExists, ThreadRecord, ThreadStore
 
 Graph = CompiledStateGraph[Any, Any, Any, Any]
 #: How often a run waiting its turn (``multitask_strategy: "enqueue"``) looks at its thread.
 ENQUEUE_POLL_SECONDS = 0.1
+BUSY = "the thread has a run in progress; wait for it or use multitask_strategy enqueue"
 
 
 def protocol_of(manager: RunManager, assistant_id: str) -> Served:
@@ -119,10 +120,34 @@ async def wait_for_turn(manager: RunManager, thread_key: str, strategy: str) -> 
     """Refuse (``reject``) or wait (``enqueue``) while another run of the thread runs."""
     while await manager.store.thread_busy(thread_key):
         if strategy == "reject":
-            raise ConflictError(
-                "the thread has a run in progress; wait for it or use multitask_strategy enqueue"
-            )
+            raise ConflictError(BUSY)
         await asyncio.sleep(ENQUEUE_POLL_SECONDS)
+
+
+async def _snapshot(graph: Graph, thread: ThreadRecord, checkpoint_id: str | None) -> StateSnapshot:
+    """The thread's latest checkpoint, or ``checkpoint_id`` (404 when the thread has no such one)."""
+    if checkpoint_id is None:
+        return await graph.aget_state(thread_config(thread.thread_key))
+    # a fork: from a checkpoint the thread has (404 otherwise, never silently from its latest)
+    return await snapshot_at(graph, thread.thread_key, checkpoint_id, shown_as=thread.thread_id)
+
+
+def _questions(snapshot: StateSnapshot) -> frozenset[str]:
+    """The ids of the questions (interrupts) waiting at a checkpoint: what a ``command.resume`` answers."""
+    return frozenset(interrupt.id for interrupt in snapshot.interrupts)
+
+
+async def _base(
+    graph: Graph, thread: ThreadRecord, graph_in: Any, checkpoint_id: str | None, options: dict[str, Any]
+) -> frozenset[str]:
+    """Check the run can go on from where it starts and note where; the questions waiting there."""
+    base = await _snapshot(graph, thread, checkpoint_id)
+    if not isinstance(graph_in, dict):  # no input or a command: the run goes on from ``base``
+        require_next(base, graph_in)
+    options["base_step"] = (base.metadata or {}).get("step", -2) if base.created_at else -2
+    if base.created_at:  # the checkpoint the run starts from names the nodes of its first step
+        options["base_checkpoint_id"] = base.config["configurable"]["checkpoint_id"]
+    return _questions(base)
 
 
 async def start_run(
@@ -143,26 +168,31 @@ async def start_run(
     if message is not None:
         manager.check_message_size(message)
     model, settings, show = run_settings(spec, body, project_id)
-    checkpoint_id = None
+    checkpoint_id, strategy = None, "reject"
     if isinstance(body, ThreadRunBody):
         checkpoint_id = body.checkpoint.checkpoint_id if body.checkpoint else body.checkpoint_id
         if body.checkpoint and body.checkpoint.thread_id not in (None, thread.thread_id):
             raise InvalidInputError("checkpoint.thread_id: a run forks a checkpoint of its own thread")
-        options["multitask_strategy"] = body.multitask_strategy
-        await wait_for_turn(manager, thread.thread_key, body.multitask_strategy)
-    if checkpoint_id is None:
-        base = await graph.aget_state(thread_config(thread.thread_key))
-    else:  # a fork: from a checkpoint the thread has (404 otherwise, never silently from its latest)
-        base = await snapshot_at(graph, thread.thread_key, checkpoint_id, shown_as=thread.thread_id)
-    if not isinstance(graph_in, dict):  # no input or a command: the run goes on from ``base``
-        require_next(base, graph_in)
-    options["base_step"] = (base.metadata or {}).get("step", -2) if base.created_at else -2
-    if base.created_at:  # the checkpoint the run starts from names the nodes of its first step
-        options["base_checkpoint_id"] = base.config["configurable"]["checkpoint_id"]
-    record = await manager.start(
-        served, message or "", project_id=project_id, request_id=str(uuid4()), thread_id=thread.thread_id,
-        model=model, show_tool_outputs=show, settings=settings, graph_input=graph_in, options=options,
-        checkpoint_id=checkpoint_id,
-    )  # fmt: skip
+        strategy = options["multitask_strategy"] = body.multitask_strategy
+    # An answer (command.resume) is for the questions waiting when it was sent: one that finds others once
+    # the thread is free (its question answered by a run that went first, which then asked again) is refused.
+    asked = None
+    if isinstance(graph_in, Command):
+        asked = _questions(await _snapshot(graph, thread, checkpoint_id))
+    while True:
+        await wait_for_turn(manager, thread.thread_key, strategy)
+        waiting = await _base(graph, thread, graph_in, checkpoint_id, options)  # read once the thread is free
+        if asked is not None and waiting != asked:
+            raise ConflictError("the question this answer was sent for was answered meanwhile by another run")
+        try:
+            record = await manager.start(
+                served, message or "", project_id=project_id, request_id=str(uuid4()),
+                thread_id=thread.thread_id, model=model, show_tool_outputs=show, settings=settings,
+                graph_input=graph_in, options=options, checkpoint_id=checkpoint_id,
+            )  # fmt: skip
+            break
+        except ThreadBusy:  # another run of the thread started between the look and the start
+            if strategy == "reject":
+                raise ConflictError(BUSY) from None
     await threads.touch(thread, {"graph_id": spec.id, "assistant_id": spec.id})
     return record

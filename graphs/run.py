@@ -19,9 +19,10 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer, Command, Durability
 
 from phasegraph.graphs.registry import ProtocolSpec, get_protocol
+from phasegraph.nodes.approval import AwaitingAnswer
 from phasegraph.nodes.context import RunContext
 from phasegraph.nodes.emit import EVENT_KEY, TRACE_KEY
-from phasegraph.nodes.errors import PhasegraphError, describe
+from phasegraph.nodes.errors import ConflictError, PhasegraphError, describe
 from phasegraph.nodes.events import ErrorEvent, Event, EventBase, Final, parse_event
 from phasegraph.nodes.logs import bind_run, run_fields, unbind_run
 from phasegraph.nodes.redact import redactor
@@ -185,22 +186,29 @@ async def stream_run(
     checkpointer: Checkpointer = None,
     thread_id: str | None = None,
     traces: TraceStore | None = None,
+    resume: Any = None,
     **context_fields: Any,
 ) -> AsyncIterator[Event]:
     """Run one user turn of ``protocol`` and yield its events.
 
     Either pass a ready ``context`` or the Context fields (``model=``, ``workspace=``, ...);
-    ``config=`` names a project file (``phasegraph.toml``) in place of the one in force.
+    ``config=`` names a project file (``phasegraph.toml``) in place of the one in force. On a thread that
+    waits for an approval, ``resume`` is the answer (``"approve"``, ...) and ``message`` goes unread; a
+    message alone is refused there (:class:`AwaitingAnswer`), never read as the answer.
     """
     if "config" in context_fields:
         context_fields["project_file"] = str(context_fields.pop("config") or "")
     spec = get_protocol(protocol)
-    spec.check_message(message)
+    if resume is None:
+        spec.check_message(message)
     run_context = context or spec.make_context(**context_fields)
     config: RunnableConfig = {"configurable": {"thread_id": thread_id or run_context.request_id}}
     graph = spec.compile(checkpointer)
-    inputs = await turn_input(graph, config, message)
     try:
+        if resume is None:
+            inputs: Any = await turn_input(graph, config, message, config["configurable"]["thread_id"])
+        else:
+            inputs = await answer_input(graph, config, resume, config["configurable"]["thread_id"])
         async for event in stream_graph(spec, graph, inputs, run_context, config, traces=traces):
             yield event
     finally:
@@ -208,16 +216,25 @@ async def stream_run(
 
 
 async def turn_input(
-    graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig, message: str
-) -> dict[str, Any] | Command[Any]:
-    """The graph input of a user's turn on a thread.
+    graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig, message: str, thread_id: str
+) -> dict[str, Any]:
+    """The graph input of a user's turn on a thread: the message.
 
-    A thread waiting in an ``interrupt`` (a question the last turn asked) takes the message as the
-    answer; any other thread gets it as a new message.
+    A thread waiting in an ``interrupt`` (an approval its last turn asked) takes no new message:
+    :class:`AwaitingAnswer` (409). Its answer is explicit, a resume, never a message read as one.
     """
-    if graph.checkpointer is not None and (await graph.aget_state(config)).interrupts:
-        return Command(resume=message)
+    if graph.checkpointer is not None and (waiting := (await graph.aget_state(config)).interrupts):
+        raise AwaitingAnswer(thread_id, waiting[0].value)
     return {"messages": [HumanMessage(message)]}
+
+
+async def answer_input(
+    graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig, answer: Any, thread_id: str
+) -> Command[Any]:
+    """The graph input answering the question (an approval) a thread waits on; 409 when it waits on none."""
+    if graph.checkpointer is None or not (await graph.aget_state(config)).interrupts:
+        raise ConflictError(f"thread {thread_id!r} waits for no answer: send a message instead")
+    return Command(resume=answer)
 
 
 async def run(protocol: str, message: str, **kwargs: Any) -> RunResult:

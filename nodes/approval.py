@@ -30,7 +30,9 @@ from langgraph.types import interrupt
 
 from phasegraph.nodes.context import RunContext
 from phasegraph.nodes.emit import Emitter
+from phasegraph.nodes.errors import ConflictError
 from phasegraph.nodes.events import ApprovalAnswered, ApprovalRequested
+from phasegraph.nodes.redact import redactor
 from phasegraph.tools import ToolRegistry
 from phasegraph.tools.runner import argument_problem
 from phasegraph.tools.sources import policy_of
@@ -185,3 +187,26 @@ def _from_human_in_the_loop(decision: Any) -> Any:
     edited = decision.get("edited_action")
     args = edited.get("args") if isinstance(edited, dict) else decision.get("args")
     return {"decision": decision.get("type"), "args": args, "reason": decision.get("message", "")}
+
+
+def waits_for(value: Any) -> str:
+    """What a thread waiting in an interrupt of ``value`` waits for, as a refusal says it."""
+    if isinstance(value, dict) and value.get("type") == APPROVAL and isinstance(value.get("call"), dict):
+        call = value["call"]
+        args = redactor().text(repr(call.get("args")))  # a 409 names no configured secret
+        shown = args if len(args) <= 200 else f"{args[:200]}..."  # arguments may be long: the call is named
+        return f"waits for an approval of its call {call.get('name')!r} with {shown}"
+    return "waits for the answer to the question it asked"
+
+
+class AwaitingAnswer(ConflictError):
+    """A new message on a thread that waits for an answer (an approval): refused, never read as the answer.
+
+    The answer is explicit: each interface's resume carries it (docs/your-tools.md, Approval).
+    """
+
+    def __init__(self, thread_id: str, value: Any) -> None:
+        super().__init__(
+            f"thread {thread_id!r} {waits_for(value)}: answer it (approve, edit or reject, as the thread's "
+            "resume) before sending a new message"
+        )

@@ -13,10 +13,9 @@ from typing import Any
 
 from langgraph.types import Command
 
-from phasegraph.nodes.approval import APPROVAL
+from phasegraph.nodes.approval import waits_for
 from phasegraph.nodes.errors import ConflictError
 from phasegraph.nodes.events import Cancelled
-from phasegraph.nodes.redact import redactor
 from phasegraph.server.runs.driving import Driver
 from phasegraph.server.runs.engine import SUPERSEDED, Engine
 from phasegraph.server.runs.protocols import Served
@@ -149,7 +148,7 @@ async def answered(served: Served, record: RequestRecord, answer: Any) -> Comman
     waiting = [item.value for item in snapshot.interrupts]
     if answer is None:
         if waiting:
-            raise ConflictError(f"request {record.request_id!r} {_waits_for(waiting[0])}: resume it with an "
+            raise ConflictError(f"request {record.request_id!r} {waits_for(waiting[0])}: resume it with an "
                                 f"answer ({ANSWERS})")  # fmt: skip
         return None
     if not waiting:
@@ -158,13 +157,3 @@ async def answered(served: Served, record: RequestRecord, answer: Any) -> Comman
             "asked): resume it without one"
         )
     return Command(resume=answer)
-
-
-def _waits_for(value: Any) -> str:
-    """What a waiting run waits for, as a 409 says it."""
-    if isinstance(value, dict) and value.get("type") == APPROVAL and isinstance(value.get("call"), dict):
-        call = value["call"]
-        args = redactor().text(repr(call.get("args")))  # a 409 names no configured secret
-        shown = args if len(args) <= 200 else f"{args[:200]}..."  # arguments may be long: the call is named
-        return f"waits for an approval of its call {call.get('name')!r} with {shown}"
-    return "waits for the answer to the question it asked"

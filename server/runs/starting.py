@@ -67,16 +67,18 @@ class Starter:
                   "show_tool_outputs": show_tool_outputs}  # fmt: skip
         record = self.new_record(request_id, project_id, spec.id, thread_id, thread_key, fields)
         record.options = options or {}
+        turn = graph_input is TURN
+        if turn:  # a later turn on a thread that waits for an answer (an approval) is refused: 409
+            graph_input = {"messages": [HumanMessage(message)]}
+            if first is not None:
+                graph_input = await turn_input(served.graph, thread_config(thread_key), message, thread_id)
         context = self._traced_context(
             served, record
         )  # a bad model spec fails here, before anything is stored
         try:
-            await engine.store.create(record)
-            if graph_input is TURN:
+            await engine.store.create(record)  # the thread's one running request: nothing asks meanwhile
+            if turn:
                 await self._list_thread(record)
-                graph_input = {"messages": [HumanMessage(message)]}
-                if first is not None:  # a thread's later turn may answer the question its last turn asked
-                    graph_input = await turn_input(served.graph, thread_config(record.thread_key), message)
         except BaseException:
             await context.aclose("refused")
             raise

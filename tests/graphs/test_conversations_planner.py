@@ -15,6 +15,7 @@ from langgraph.types import interrupt
 
 from phasegraph.graphs.registry import get_protocol
 from phasegraph.graphs.run import RunResult, run
+from phasegraph.nodes.approval import AwaitingAnswer
 from phasegraph.nodes.trace import MemoryTraceStore
 from phasegraph.tools.planning import LedgerFilter, open_planning
 from tests.graphs.chat_shape import HIDDEN, calls_answered, check_shape, shape, thread_messages, turns
@@ -126,7 +127,9 @@ async def test_a_follow_up_after_an_answered_approval_continues_the_thread(datab
     fields = {"model": f"scripted:{script}", "context_type": "project", "entity_id": "orbit"}
     first = await say("Archive Orbit", saver, database, **fields)
     assert first.final is None and kinds(first)[-1] == "approval_requested"
-    second = await say("approve", saver, database, **fields)  # the interrupt's answer, not a message
+    with pytest.raises(AwaitingAnswer):  # a message is no answer
+        await say("approve", saver, database, **fields)
+    second = await say("", saver, database, resume="approve", **fields)  # the interrupt's answer
     assert second.final is not None and second.final.answer == "Archived." and second.error is None
     third = await say("Is it archived?", saver, database, **fields)
     assert third.final is not None and third.final.answer == "Orbit is archived."

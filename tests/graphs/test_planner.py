@@ -9,6 +9,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from phasegraph.graphs.run import RunResult, run
+from phasegraph.nodes.approval import AwaitingAnswer
 from phasegraph.nodes.planner.prompts import CLARIFYING_QUESTION, NO_TOOLS_REMINDER
 from phasegraph.nodes.trace import MemoryTraceStore
 from phasegraph.tools import ToolRegistry
@@ -243,13 +244,17 @@ async def test_a_destructive_call_waits_for_an_explicit_approval_not_a_yes_in_wo
     first = await planner("Archive Orbit", database, model, **fields)
     assert kinds(first)[-1] == "approval_requested" and "tool_call" not in kinds(first)
     assert first.final is None and first.error is None
-    # words are no answer: the run resumes with them and the question is asked again, saying why
-    worded = await planner("yes, go ahead", database, model, **fields)
+    # words are no answer: a message on the waiting thread is refused, and nothing runs
+    for words in ("yes, go ahead", "approve"):
+        with pytest.raises(AwaitingAnswer, match="waits for an approval of its call 'archive_project'"):
+            await planner(words, database, model, **fields)
+    # an answer that is no decision asks again, saying why
+    worded = await planner("", database, model, resume="yes, go ahead", **fields)
     [again] = of_type(worded, "approval_requested")
     assert "yes, go ahead" in (again.problem or "") and "tool_call" not in kinds(worded)
     opened = await store(database)
     assert (await opened.domain.get_project("default", "orbit")).status == "active"
-    second = await planner("approve", database, model, **fields)
+    second = await planner("", database, model, resume="approve", **fields)
     assert [e.status for e in of_type(second, "tool_result")] == ["ok"]
     assert second.final is not None and second.final.answer == "Archived."
     assert (await opened.domain.get_project("default", "orbit")).status == "archived"

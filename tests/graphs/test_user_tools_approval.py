@@ -16,7 +16,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from phasegraph.graphs.registry import get_protocol
-from phasegraph.graphs.run import stream_graph
+from phasegraph.graphs.run import run, stream_graph, turn_input
+from phasegraph.nodes.approval import AwaitingAnswer
+from phasegraph.nodes.errors import ConflictError
 from phasegraph.nodes.events import Event
 from phasegraph.nodes.scripted import ScriptedChatModel
 from phasegraph.nodes.trace import MemoryTraceStore
@@ -291,3 +293,21 @@ async def test_a_rejected_call_does_not_count_toward_max_calls_per_turn(tmp_path
     assert await thread.waiting() is not None  # the second call is asked: the first never ran
     await thread.answer("approve")
     assert user_tools.ARCHIVED[before:] == ["other"]
+
+
+@pytest.mark.parametrize("message", ["Approve", "What would it archive?"])
+async def test_a_new_message_on_a_waiting_thread_is_refused_never_read_as_the_answer(
+    message: str, tmp_path: Path, workspace: Path
+):
+    before = len(user_tools.ARCHIVED)
+    thread = _thread("unified", tmp_path, workspace, turn("", ARCHIVE), turn("Archived."))
+    await thread.start()
+    with pytest.raises(AwaitingAnswer, match="waits for an approval of its call 'archive_everything'"):
+        await turn_input(thread.graph, thread.config, message, "approval")
+    assert len(user_tools.ARCHIVED) == before and await thread.waiting() is not None
+
+
+async def test_an_answer_to_a_thread_that_waits_for_none_is_refused(workspace: Path):
+    with pytest.raises(ConflictError, match="waits for no answer"):
+        await run("unified", "", thread_id="idle", checkpointer=InMemorySaver(), resume="approve",
+                  workspace=str(workspace), traces=MemoryTraceStore())  # fmt: skip

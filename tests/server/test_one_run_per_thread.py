@@ -215,3 +215,33 @@ def test_two_enqueued_turns_sent_at_once_both_run_one_after_the_other(setup: Set
             messages = client.get(f"/threads/{thread_id}/state").json()["values"]["messages"]
         humans = [m for m in messages if m["type"] == "human"]
         assert len(humans) == 2, f"round {round_}: the thread shows {len(humans)} of the two turns"
+
+
+def _send(setup: Setup, route: str, thread_id: str, message: str) -> httpx.Response:
+    """A new turn with ``message`` on the thread, natively or through the LangGraph API."""
+    with httpx.Client(base_url=setup.server.url, timeout=60) as client:
+        if route == "native":
+            return client.post(
+                f"/api/runs/{PROTOCOL}/stream", json={"message": message, "threadId": thread_id}
+            )
+        body = {"assistant_id": PROTOCOL, "input": {"messages": [{"type": "human", "content": message}]}}
+        return client.post(f"/threads/{thread_id}/runs/wait", json=body)
+
+
+@pytest.mark.parametrize("message", ["Approve", "What would it record?"])
+@pytest.mark.parametrize("route", ["native", "api"])
+def test_a_new_message_on_a_thread_waiting_for_an_approval_is_refused_never_read_as_the_answer(
+    setup: Setup, route: str, message: str
+):
+    thread_id, request_id = asked(setup)
+    before = setup.lines()
+    refused = _send(setup, route, thread_id, message)
+    assert refused.status_code == 409, refused.text
+    assert "waits for an approval of its call 'append_line'" in refused.text
+    with httpx.Client(base_url=setup.server.url, timeout=60) as client:
+        state = client.get(f"/threads/{thread_id}/state").json()
+        assert [i["value"]["call"]["name"] for i in state["interrupts"]] == ["append_line"]  # still asked
+        assert [m["content"] for m in state["values"]["messages"] if m["type"] == "human"] == ["Record it."]
+        assert setup.lines() == before  # nothing ran
+        answered = stream(client, "POST", f"/api/requests/{request_id}/resume", json={"answer": "approve"})
+    assert answered[-1].type == "final" and setup.lines() == before + 1

@@ -15,6 +15,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateSnapshot
 
 from phasegraph.graphs.registry import ProtocolSpec
+from phasegraph.nodes.approval import AwaitingAnswer
 from phasegraph.nodes.errors import ConfigurationError, ConflictError, InvalidInputError, NotFoundError
 from phasegraph.server.http.langgraph_api.bodies import RunFields, ThreadRunBody
 from phasegraph.server.http.langgraph_api.common import client_messages
@@ -144,6 +145,8 @@ async def _base(
     base = await _snapshot(graph, thread, checkpoint_id)
     if not isinstance(graph_in, dict):  # no input or a command: the run goes on from ``base``
         require_next(base, graph_in)
+    elif checkpoint_id is None and base.interrupts:  # a new message is never read as the answer
+        raise AwaitingAnswer(thread.thread_id, base.interrupts[0].value)
     options["base_step"] = (base.metadata or {}).get("step", -2) if base.created_at else -2
     if base.created_at:  # the checkpoint the run starts from names the nodes of its first step
         options["base_checkpoint_id"] = base.config["configurable"]["checkpoint_id"]

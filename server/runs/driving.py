@@ -24,7 +24,7 @@ from phasegraph.server.runs.eventlog import Superseded
 from phasegraph.server.runs.protocols import Served
 from phasegraph.server.runs.recovery import replaced_from
 from phasegraph.server.runs.stops import RunStops
-from phasegraph.server.storage.checkpoints import thread_config
+from phasegraph.server.storage.checkpoints import can_go_on, thread_config
 from phasegraph.server.storage.records import RequestRecord, Status
 
 logger = logging.getLogger(__name__)
@@ -203,7 +203,7 @@ class Driver:
         again and again, with the thread busy for good.
         """
         snapshot = await served.graph.aget_state(thread_config(record.thread_key))
-        if not snapshot.next:
+        if not can_go_on(snapshot):
             return NOTHING_LEFT
         if snapshot.interrupts or (stops and await stops.reached(served.graph, snapshot)):
             return "interrupt"

@@ -16,7 +16,7 @@ from phasegraph.nodes.events import Cancelled, ErrorEvent, Event, EventBase, Fin
 from phasegraph.server.runs.driving import Driver
 from phasegraph.server.runs.engine import Engine
 from phasegraph.server.runs.recovery import is_orphaned, owner_gone
-from phasegraph.server.storage.checkpoints import thread_config
+from phasegraph.server.storage.checkpoints import can_go_on, thread_config
 from phasegraph.server.storage.records import RequestRecord, Status
 
 logger = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class TakeOver:
             return True
         served = engine.protocols.get(record.protocol)
         snapshot = await served.graph.aget_state(thread_config(record.thread_key))
-        if not snapshot.next:
+        if not can_go_on(snapshot):  # saved writes of a step whose next checkpoint was lost still go on
             await engine.stop(served, record, "failed", ErrorEvent, kind="crashed", message=CANNOT_CONTINUE)
         elif action == "pause":
             await engine.stop(served, record, "paused", Paused, reason="crashed")

@@ -149,6 +149,17 @@ async def snapshot_at(
     return snap
 
 
+def can_go_on(snapshot: StateSnapshot) -> bool:
+    """True when going on from ``snapshot`` runs something: a task is next, or saved writes wait to apply.
+
+    LangGraph's ``next`` leaves out the tasks whose writes are saved: a run that crashed after a step's
+    writes were saved but before the checkpoint after them was (durability ``async`` writes it while the
+    next step runs) shows ``next == ()``, yet ``astream(None)`` applies the writes and carries on. Its
+    ``tasks`` still list the step's tasks; at the end of a run there are none.
+    """
+    return bool(snapshot.next) or bool(snapshot.tasks)
+
+
 def require_next(snapshot: StateSnapshot, graph_input: Any = None) -> None:
     """Refuse to go on from a checkpoint where going on would run nothing.
 
@@ -158,7 +169,7 @@ def require_next(snapshot: StateSnapshot, graph_input: Any = None) -> None:
     """
     if snapshot.created_at is None:
         raise ConflictError("the thread has no checkpoint to go on from: send an input to start it")
-    if not snapshot.next:
+    if not can_go_on(snapshot):
         raise ConflictError(
             "nothing is left to run from that point: the run finished there; send a new message instead"
         )

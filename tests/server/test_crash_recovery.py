@@ -145,3 +145,38 @@ def test_a_driver_whose_run_was_taken_over_stops_without_a_word(servers, tmp_pat
     assert server.log is not None
     log_text = server.log.read_text()
     assert "another replica took it over; stopped here" in log_text and "Traceback" not in log_text
+
+
+def _lose_the_newest_checkpoint(database: Path, request_id: str) -> None:
+    """Make the thread look as a crash leaves it when a step's writes were saved but the checkpoint after
+    them was still queued (durability ``async`` saves it while the next step runs): drop the newest one."""
+    with sqlite3.connect(database) as db:
+        [(thread, newest)] = db.execute(
+            "SELECT thread_id, max(checkpoint_id) FROM checkpoints WHERE thread_id LIKE ? GROUP BY thread_id",
+            (f"%/{request_id}",),
+        ).fetchall()
+        db.execute("DELETE FROM writes WHERE thread_id = ? AND checkpoint_id = ?", (thread, newest))
+        db.execute("DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id = ?", (thread, newest))
+
+
+def test_a_run_whose_last_steps_writes_were_saved_without_their_checkpoint_is_paused_and_resumes(
+    servers, tmp_path: Path
+):
+    env = _env(tmp_path)
+    before = _kill_mid_phase(servers(**env), "req-writes")
+    _lose_the_newest_checkpoint(tmp_path / "crash.db", "req-writes")
+
+    restarted = servers(**env)
+    with httpx.Client(base_url=restarted.url) as client:
+        state = client.get("/threads/req-writes/state").json()
+        assert state["next"] == [] and state["tasks"], state  # LangGraph shows nothing next, yet a task wrote
+        assert client.get("/api/requests/req-writes").json()["status"] == "paused"
+        replay = stream(client, "GET", "/api/requests/req-writes/stream")
+        assert isinstance(replay[-1], Paused) and replay[-1].reason == "crashed", replay[-2:]
+        after = stream(client, "POST", "/api/requests/req-writes/resume", json={})
+    events = replay + after
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    kept = _kept(events)
+    assert kept[-1].type == "final" and "two milestones" in kept[-1].answer
+    tools = [(e.name, e.call_id) for e in kept if e.type == "tool_result"]
+    assert len(tools) == len(set(tools)) and len(before) > 0  # no finished call shown twice

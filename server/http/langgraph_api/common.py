@@ -13,7 +13,7 @@ from phasegraph.server.http.auth import Access
 from phasegraph.server.http.responses import ID_PATTERN
 from phasegraph.server.runs.manager import RunManager, manager_of
 from phasegraph.server.runs.protocols import Served
-from phasegraph.server.storage.checkpoints import thread_config
+from phasegraph.server.storage.checkpoints import can_go_on, thread_config
 from phasegraph.server.storage.records import RequestRecord
 from phasegraph.server.storage.threads import ThreadRecord, ThreadStore
 
@@ -95,7 +95,7 @@ async def status_of(
         return "idle", None
     if any(r.status == "running" for r in runs):
         return "busy", snapshot
-    if snapshot.next or snapshot.interrupts:
+    if can_go_on(snapshot) or snapshot.interrupts:
         return "interrupted", snapshot
     return ("error" if runs and runs[-1].status == "failed" else "idle"), snapshot
 

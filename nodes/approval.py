@@ -105,6 +105,7 @@ async def ask(
             await context.close_tools()  # nothing stays open while the run waits
             raise
         verdict, problem = read_answer(answer, call, tool)
+        problem = _cut(problem)  # the question is asked again with it: an answer is not echoed whole
         if verdict is not None and given.is_new(answer):  # a re-run of the node replays earlier answers
             emitter.emit(ApprovalAnswered, call_id=call["id"], name=call["name"], decision=verdict.decision,
                          args=verdict.args, reason=verdict.reason, **(meta or {}))  # fmt: skip
@@ -178,6 +179,17 @@ def read_answer(
     if problem is not None:
         return None, f"the edited arguments do not fit {call['name']}: {problem}"
     return Verdict("edit", args), None
+
+
+#: The longest problem a question asked again carries (it names what was wrong, not the whole answer).
+MAX_PROBLEM_CHARS = 500
+
+
+def _cut(problem: str | None) -> str | None:
+    """``problem`` cut to ``MAX_PROBLEM_CHARS``, saying how much was left out."""
+    if problem is None or len(problem) <= MAX_PROBLEM_CHARS:
+        return problem
+    return f"{problem[:MAX_PROBLEM_CHARS]}... ({len(problem) - MAX_PROBLEM_CHARS} more characters)"
 
 
 def _from_human_in_the_loop(decision: Any) -> Any:

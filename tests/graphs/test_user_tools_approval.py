@@ -311,3 +311,22 @@ async def test_an_answer_to_a_thread_that_waits_for_none_is_refused(workspace: P
     with pytest.raises(ConflictError, match="waits for no answer"):
         await run("unified", "", thread_id="idle", checkpointer=InMemorySaver(), resume="approve",
                   workspace=str(workspace), traces=MemoryTraceStore())  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["x" * 900_000, {"decision": "y" * 900_000}, {"decision": "edit", "args": {"reason": ["z" * 900_000]}}],
+    ids=["words", "decision", "edit"],
+)
+async def test_a_huge_wrong_answer_is_not_echoed_in_the_question_asked_again(
+    answer: Any, tmp_path: Path, workspace: Path
+):
+    before = len(user_tools.ARCHIVED)
+    thread = _thread("unified", tmp_path, workspace, turn("", ARCHIVE), turn("Archived."))
+    await thread.start()
+    await thread.answer(answer)
+    again = thread.of("approval_requested")[-1]
+    assert again.problem is not None and 0 < len(again.problem) < 1_000, len(again.problem or "")
+    waiting = await thread.waiting()
+    assert waiting is not None and waiting["problem"] == again.problem
+    assert len(user_tools.ARCHIVED) == before

@@ -64,7 +64,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         if project_id is None:
             return access
         access.require(project_id)
-        return Access(projects=frozenset({project_id}))
+        return Access(projects=frozenset({project_id}), named=project_id)
 
     # FastAPI refuses a larger body with 413 while it streams in, before anything parses it.
     app = _App(title="phasegraph", lifespan=_lifespan(settings), max_body_size=settings.max_body_bytes)

@@ -15,13 +15,17 @@ class Access:
     """What the caller may see: every project, or the listed ones."""
 
     projects: frozenset[str] | None  # None: all projects (auth off, or a "*" token)
+    named: str | None = None  # the project the request's ?projectId= named (the only one it may act on)
 
     def covers(self, project_id: str) -> bool:
         """True when the caller may act on ``project_id``."""
         return self.projects is None or project_id in self.projects
 
     def require(self, project_id: str) -> None:
-        """Refuse with 403 a project the token does not cover."""
+        """Refuse a project the query did not name (400) or the token does not cover (403)."""
+        if self.named is not None and project_id != self.named:
+            said = f"?projectId={self.named} and the request's project {project_id!r} differ"
+            raise HTTPException(400, f"{said}: name one project")
         if not self.covers(project_id):
             raise HTTPException(403, f"this token does not cover project {project_id!r}")
 

@@ -82,6 +82,8 @@ def _raw(server: Server, method: str, path: str, **kwargs: Any) -> httpx.Respons
         ({"stream_mode": ["values", "debug"]}, "stream_mode"),
         ({"multitask_strategy": "rollback"}, "multitask_strategy"),
         ({"command": {"goto": "tool_phase"}}, "goto"),
+        ({"interrupt_before": ["tool_phase"] * 101}, "interrupt_before"),  # as many as the native routes take
+        ({"interrupt_after": ["x" * 201]}, "interrupt_after"),
     ],
 )
 def test_an_unsupported_field_is_refused_naming_it(server: Server, body: dict[str, Any], field: str):

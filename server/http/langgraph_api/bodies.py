@@ -16,7 +16,8 @@ from phasegraph.server.http.responses import ID_PATTERN
 #: Stream modes served. ``messages`` / ``messages-tuple`` and ``events`` are built from the run's
 #: stored events and checkpoints (see ``parts``); ``debug`` is not served.
 StreamMode = Literal["values", "updates", "custom", "messages", "messages-tuple", "events"]
-Nodes = Literal["*"] | list[str]
+#: Breakpoints: every node, or at most 100 names (as the native routes take them).
+Nodes = Literal["*"] | Annotated[list[Annotated[str, Field(max_length=200)]], Field(max_length=100)]
 
 
 def _query_modes(value: Any) -> Any:

@@ -18,7 +18,7 @@ from phasegraph.graphs.registry import ProtocolSpec
 from phasegraph.nodes.approval import AwaitingAnswer
 from phasegraph.nodes.errors import ConfigurationError, ConflictError, InvalidInputError, NotFoundError
 from phasegraph.server.http.langgraph_api.bodies import RunFields, ThreadRunBody
-from phasegraph.server.http.langgraph_api.common import client_messages
+from phasegraph.server.http.langgraph_api.common import client_messages, refuse_wide_integers
 from phasegraph.server.runs.manager import RunManager
 from phasegraph.server.runs.protocols import Served
 from phasegraph.server.runs.stops import checked_stops
@@ -80,9 +80,11 @@ def _no_client_tools(given: dict[str, Any]) -> None:
 
 def graph_input(spec: ProtocolSpec, graph: Graph, body: RunFields) -> tuple[Any, str | None]:
     """The graph input and the user's message in it (size and content checks), from input or command."""
+    refuse_wide_integers(body.input, "input")  # what a checkpoint cannot save fails here, not mid-run
     if body.command is not None:
         if body.input is not None:
             raise InvalidInputError("input and command: send one of them")
+        refuse_wide_integers(body.command.resume, "command.resume")
         return Command(resume=body.command.resume), None
     if body.input is None:
         return None, None  # go on from where the thread stopped

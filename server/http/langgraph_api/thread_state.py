@@ -23,7 +23,7 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic.errors import PydanticSchemaGenerationError
 
 from phasegraph.nodes.errors import ConflictError, InvalidInputError, NotFoundError
-from phasegraph.server.http.langgraph_api.common import Graph, client_messages
+from phasegraph.server.http.langgraph_api.common import Graph, client_messages, refuse_wide_integers
 from phasegraph.server.http.langgraph_api.thread_bodies import StateUpdateBody
 from phasegraph.server.runs.protocols import Served
 from phasegraph.server.storage.checkpoints import snapshot_at, thread_config
@@ -56,6 +56,7 @@ def checked_values(graph: Graph, protocol: str, values: dict[str, Any] | None) -
             raise InvalidInputError(
                 f"values.{key} is not a field of {protocol!r}'s state ({', '.join(sorted(fields))})"
             )
+        refuse_wide_integers(value, f"values.{key}")
         checked[key] = _checked(f"values.{key}", fields[key], value)
     return checked
 
@@ -129,6 +130,8 @@ async def write_state(
         written = await graph.aupdate_state(config, values, as_node)
     except InvalidUpdateError as exc:
         raise InvalidInputError(f"{'as_node' if 'as_node' in str(exc) else 'values'}: {exc}") from None
+    except ValueError as exc:  # a reducer refusing the update: add_messages removing a message not there
+        raise InvalidInputError(f"values: {exc}") from None
     finally:
         await context.aclose()
     saved = written["configurable"]

@@ -254,6 +254,21 @@ def test_run_calls_the_git_servers_tool_for_real(tmp_path: Path, protocol: str):
     assert "No --model given" not in done.stderr  # the project's model ran
 
 
+def test_a_python_tool_past_its_timeout_does_not_keep_the_command_running(tmp_path: Path):
+    """The call fails at its timeout and the command ends with the run (the tool's thread is left behind);
+    it waited for the call before, the whole hour here, which ``_cli``'s timeout turns into a failure."""
+    script = write_script(tmp_path, [turn("", ("nap", {"seconds": 3600})), turn("Gave up on it.")])
+    tools = {"python_tools": {"nap": USER_TOOLS + "nap"}, "tools": {"nap": {"timeout_seconds": 1}}}
+    project = write_project(tmp_path, {"model": f"scripted:{script}", **tools})
+    done = _cli(tmp_path, "run", "unified", "Nap.", "--json", "--config", str(project))
+    assert done.returncode == 0, done.stdout + done.stderr
+    events = _lines(done.stdout)
+    assert [(e["name"], e["error"]) for e in events if e["type"] == "tool_result"] == [
+        ("nap", "nap gave no answer within 1 s")
+    ]
+    assert events[-1]["type"] == "final" and events[-1]["answer"] == "Gave up on it."
+
+
 # --- approvals -----------------------------------------------------------------------------------
 
 

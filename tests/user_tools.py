@@ -1,5 +1,7 @@
 """A user's own Python tools, named by import path in the tests' project files (``tests.user_tools:...``)."""
 
+import time
+
 from langchain_core.tools import tool
 
 
@@ -43,3 +45,9 @@ def append_line(path: str) -> str:
     with open(path, "a", encoding="utf-8") as out:
         out.write("ran\n")
     return f"appended to {path}"
+
+
+def nap(seconds: int) -> str:
+    """Sleep ``seconds``: a tool that outlives the timeout its project gives it."""
+    time.sleep(seconds)
+    return f"slept {seconds} s"

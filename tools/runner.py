@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
+import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any, Literal
 
 from langchain_core.tools import BaseTool
@@ -77,13 +82,59 @@ class ToolRunner:
         if CONTEXT_ARG in _fields(found.args_schema):
             payload[CONTEXT_ARG] = self.context
         timeout = self._timeout(name) if not source_of(found).startswith("mcp:") else None
+        config: Any = {"metadata": {CALL_ID: call_id}} if call_id else None
         async with asyncio.timeout(timeout):  # an MCP tool applies its own timeout to its call
-            output = await found.ainvoke(payload, {"metadata": {CALL_ID: call_id}} if call_id else None)
+            if timeout is not None and _blocks(found):  # a call given up at its timeout holds no exit
+                output = await _on_daemon_thread(partial(found.invoke, payload, config))
+            else:
+                output = await found.ainvoke(payload, config)
         return output if isinstance(output, str) else str(output)
 
     def _timeout(self, name: str) -> float | None:
         found = self.registry.get(name)
         return policy_of(found).timeout_seconds if found is not None else None
+
+
+def _blocks(tool: BaseTool) -> bool:
+    """True for a tool with no coroutine of its own: LangChain runs it on the loop's default executor."""
+    if hasattr(tool, "coroutine"):  # StructuredTool, Tool: a function, maybe with a coroutine
+        return tool.coroutine is None
+    return type(tool)._arun is BaseTool._arun
+
+
+async def _on_daemon_thread(call: Callable[[], Any]) -> Any:
+    """``call()`` on a daemon thread of its own, in a copy of this context (the run's callbacks).
+
+    The loop's default executor would hold the process: ``asyncio.run`` and the interpreter wait for its
+    threads at exit, so a call given up at its timeout kept ``phasegraph run`` going until the call ended
+    (forever for one that never does). A daemon thread is left behind when the process exits.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(result: Any, error: Exception | None) -> None:
+        if done.done():  # given up meanwhile
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(result)
+
+    def work() -> None:
+        result: Any = None
+        error: Exception | None = None
+        try:
+            result = context.run(call)
+        except Exception as exc:
+            error = exc
+        except BaseException as exc:  # SystemExit and the like stay in the tool's thread
+            error = RuntimeError(f"the tool raised {type(exc).__name__}")
+        with contextlib.suppress(RuntimeError):  # the loop closed: the call was given up, the run is over
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=work, name="phasegraph-tool-call", daemon=True).start()
+    return await done
 
 
 def argument_problem(tool: BaseTool, args: dict[str, Any]) -> str | None:

@@ -257,3 +257,26 @@ async def test_each_turn_on_one_context_is_a_run_of_its_own(spans, workspace):
     assert len(roots) == 2 and roots[0].context.trace_id != roots[1].context.trace_id
     assert all((r.attributes or {})["phasegraph.outcome"] == "completed" for r in roots)
     assert all(s.end_time is not None and s.end_time <= roots[1].end_time for s in spans.get_finished_spans())
+
+
+async def test_a_python_tool_with_a_timeout_runs_on_its_own_thread_and_is_still_traced(
+    spans, tmp_path, workspace
+):
+    """A tool with ``timeout_seconds`` runs on a daemon thread (a call given up holds no exit); its span and
+    its parent are what any tool call's are."""
+    model = write_script(tmp_path, turn("", ("word_count", {"text": "one two three"})), turn("Three."))
+    project = tmp_path / "phasegraph.toml"
+    project.write_text(
+        f'model = "{model}"\n[python_tools]\nword_count = "tests.user_tools:word_count"\n'
+        "[tools.word_count]\ntimeout_seconds = 30\n",
+        encoding="utf-8",
+    )
+    result = await run("unified", "Count them.", workspace=str(workspace), config=str(project))
+    [tool_result] = [e for e in result.events if e.type == "tool_result"]
+    assert tool_result.status == "ok"
+    finished = spans.get_finished_spans()
+    tool = _one(finished, "execute_tool word_count")
+    [call] = [e for e in result.events if e.type == "tool_call"]
+    assert (tool.attributes or {})["gen_ai.tool.call.id"] == call.call_id
+    by_id = {s.context.span_id: s for s in finished}
+    assert tool.parent is not None and by_id[tool.parent.span_id].name != "execute_tool word_count"

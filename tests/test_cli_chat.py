@@ -31,6 +31,7 @@ from phasegraph.server.storage.persistence import open_checkpointer
 from phasegraph.server.storage.records import scoped_key
 from tests.helpers import turn
 from tests.server.conftest import Server, stream
+from tests.tool_projects import write_project
 
 PHASEGRAPH = str(Path(sys.executable).parent / "phasegraph")
 #: One command can take a while on a loaded machine (each starts Python and imports LangChain).
@@ -252,6 +253,25 @@ def test_a_destructive_call_waits_for_an_approval_the_command_answers_with_resum
     events = [json.loads(line) for line in answered.stdout.splitlines()]
     results = [(e["name"], e["status"]) for e in events if e["type"] == "tool_result"]
     assert results == [("archive_project", "ok")] and events[-1]["answer"] == "Archived."
+
+
+def test_chat_on_a_thread_waiting_for_an_approval_asks_for_it_first(tmp_path: Path):
+    (tmp_path / "chat_tools.py").write_text(  # the project file's folder is on the tools' import path
+        'def archive_everything(reason: str) -> str:\n    """Archive every file."""\n    return "archived"\n'
+    )
+    call = ("archive_everything", {"reason": "tidy"})
+    archive = _script(tmp_path, "archive", turn("", call), turn("Archived."))
+    tools = {"python_tools": {"archive_everything": "chat_tools:archive_everything"},
+             "tools": {"archive_everything": {"confirm": True}}}  # fmt: skip
+    on_thread = ["--thread", "waits", "--model", archive, "--config", str(write_project(tmp_path, tools))]
+    asked = _cli(tmp_path, "run", "unified", "Archive it", "--json", *on_thread)
+    assert asked.returncode == 3, asked.stdout + asked.stderr
+    # the approval comes first (a message would be refused: words are no answer), then the chat goes on
+    chat = _cli(tmp_path, "chat", "unified", *on_thread, stdin="a\n/exit\n")
+    assert chat.returncode == 0, chat.stdout + chat.stderr
+    assert "archive_everything waits for your approval" in chat.stdout and "Archived." in chat.stdout
+    assert "error" not in chat.stdout
+    assert _requests(tmp_path, "waits")[-1] == ("unified", "completed")  # the answer ran the call
 
 
 def test_the_server_and_the_command_take_turns_on_one_thread(tmp_path: Path):

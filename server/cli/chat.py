@@ -38,7 +38,7 @@ from phasegraph.server.cli.options import (
 )
 from phasegraph.server.cli.project_file import ConfigOption, use_project
 from phasegraph.server.cli.render import EventRenderer
-from phasegraph.server.cli.turns import answer_approvals
+from phasegraph.server.cli.turns import answer_approvals, answer_waiting
 
 #: Lines that end the chat (as end of input and Ctrl-C at the prompt do).
 EXIT_COMMANDS = frozenset({"/exit", "/quit"})
@@ -95,6 +95,12 @@ async def _chat(
                       highlight=False)  # fmt: skip
         lines = _Lines(asyncio.get_running_loop(), echo=not sys.stdin.isatty(), console=console)
         approvals = Approvals("all" if approve_all else "ask", console, lines.answer)
+        if owner is not None and (waiting := await runs.approval(protocol, thread_id)) is not None:
+            # a message is no answer (it would be refused): the approval the thread waits on comes first
+            render = ChatRenderer(console)
+            settled = await answer_waiting(runs, protocol, thread_id, waiting, render, approvals)
+            if isinstance(settled, Approval):
+                return _unanswered(console, settled, protocol, thread_id, lines)
         while True:
             line = await lines.next()
             if line is None:
@@ -112,11 +118,15 @@ async def _chat(
                 console.print(f"[red]error: {exc}[/]", highlight=False)
                 continue
             if isinstance(settled, Approval):  # input ended (or Ctrl-C) before the answer
-                name = settled.call.get("name")
-                console.print(f"the thread waits for your approval of {name}: answer it with phasegraph run "
-                              f"{protocol} --thread {thread_id} --resume approve (or reject)",
-                              markup=False, highlight=False)  # fmt: skip
-                return 130 if lines.interrupted else 0
+                return _unanswered(console, settled, protocol, thread_id, lines)
+
+
+def _unanswered(console: Console, approval: Approval, protocol: str, thread_id: str, lines: _Lines) -> int:
+    """Say how to answer the approval the chat left waiting; the exit code."""
+    console.print(f"the thread waits for your approval of {approval.call.get('name')}: answer it with "
+                  f"phasegraph chat {protocol} --thread {thread_id}, or phasegraph run {protocol} --thread "
+                  f"{thread_id} --resume approve (or reject)", markup=False, highlight=False)  # fmt: skip
+    return 130 if lines.interrupted else 0
 
 
 class _Lines:

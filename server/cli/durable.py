@@ -95,10 +95,10 @@ class DurableRuns:
         """Run one user turn on the thread, rendering its events; return the event that ended it.
 
         Ctrl-C (SIGINT) during the turn cancels it: the request ends ``cancelled`` at its last
-        checkpoint and the thread takes the next turn. A question the thread asked (an interrupt)
-        takes ``message`` as its answer; ``graph_input`` (a ``Command(resume=...)``) replaces the
-        message. Refusals (another protocol's thread, one that is running, a bad setting) raise
-        before anything runs.
+        checkpoint and the thread takes the next turn. A thread waiting for an approval refuses a
+        message (the answer is ``graph_input``, a ``Command(resume=...)``, which replaces the message).
+        Refusals (another protocol's thread, one that is running, a bad setting) raise before anything
+        runs.
         """
         manager, loop = self.manager, asyncio.get_running_loop()
         interrupted = asyncio.Event()

@@ -93,12 +93,23 @@ async def answer_approvals(
     while isinstance(ended, Paused) and ended.reason == "interrupt":
         approval = await runs.approval(protocol, thread_id)
         if approval is None:
-            break  # another question (the planner's): the next turn's message answers it
+            break  # a question of another kind: its answer comes as a resume, not from here
         answer = await approvals.answer(approval)
         if answer is None:
             return approval
         ended = await _resumed(runs, protocol, thread_id, render, answer)
     return ended
+
+
+async def answer_waiting(
+    runs: DurableRuns, protocol: str, thread_id: str, approval: Approval, render: Render, approvals: Approvals
+) -> Event | Approval:
+    """Answer the approval a thread already waits on, then each it asks next (as ``answer_approvals``)."""
+    answer = await approvals.answer(approval)
+    if answer is None:
+        return approval
+    ended = await _resumed(runs, protocol, thread_id, render, answer)
+    return await answer_approvals(runs, protocol, thread_id, ended, render, approvals)
 
 
 async def _resumed(runs: DurableRuns, protocol: str, thread_id: str, render: Render, answer: Any) -> Event:

@@ -169,3 +169,21 @@ def test_the_page_rejects_a_unified_call_which_never_runs(server: Server) -> Non
     [result] = tool_results(server, request)
     assert result["output"] is None and "did not run" in result["error"]
     assert httpx.get(f"{server.url}/api/requests/{request}").json()["protocol"] == "unified"
+
+
+def test_a_message_sent_while_a_call_waits_is_refused_and_its_card_still_answers(server: Server) -> None:
+    with open_page() as page:
+        sent = answers(page)
+        page.goto(server.url)
+        card = asked(page, "unified")
+        request = request_id(page)
+        send(page, "Approve")  # words are no answer: the server refuses the message (409)
+        expect(page.locator("#chat")).to_contain_text("409: thread", timeout=WAIT)
+        expect(page.locator("#chat")).to_contain_text(
+            "waits for an approval of its call 'archive_everything'"
+        )
+        expect(page.locator("#status")).to_have_text("paused")
+        card.locator("[data-testid='approve']").click()  # the card still answers the request that waits
+        expect_ran(page, "ok")
+    assert sent == [{"answer": "approve"}]
+    assert [r["output"] for r in tool_results(server, request)] == ["archived (tidy up)"]

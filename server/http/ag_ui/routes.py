@@ -110,9 +110,10 @@ async def _start(
     message: str,
     graph_input: Any = TURN,
 ) -> RequestRecord:
-    """A new request on the thread (a question pending there takes ``message`` as its answer).
+    """A new request on the thread with ``message`` (a thread waiting on a question refuses it: 409).
 
-    ``graph_input`` (an approval's ``Command(resume=...)``) replaces the message as the run's input.
+    ``graph_input`` (the answer to a question, a ``Command(resume=...)``) replaces the message as the
+    run's input.
     """
     manager.check_message_size(message)
     return await manager.start(
@@ -209,7 +210,7 @@ async def _answer(
     answer = _text(new) if entry.payload is None else entry.payload
     if not isinstance(answer, str):
         raise InvalidInputError(f"interrupt {entry.interrupt_id!r} takes words: its payload must be a string")
-    return _Run(await _start(manager, served, body, project_id, answer), served, 0)
+    return _Run(await _start(manager, served, body, project_id, answer, Command(resume=answer)), served, 0)
 
 
 async def _approve(

@@ -65,11 +65,17 @@ function beginRequest(requestId) {
   state.pausing = false;
 }
 
-/** Nothing was created on the server: forget the request (a thread made for it goes again). */
-function forgetRequest(madeThread) {
-  state.requestId = null;
-  state.status = null;
-  setChip("error", "error");
+/**
+ * Nothing was created on the server: forget the request (a thread made for it goes again). The request
+ * the thread had before stays the page's (a message refused while an approval waits leaves its card
+ * answerable).
+ */
+function forgetRequest(madeThread, previous) {
+  state.requestId = previous.requestId;
+  state.lastSeq = previous.lastSeq;
+  state.status = previous.status;
+  if (previous.requestId) setChip(chipFor(previous.status), previous.status);
+  else setChip("error", "error");
   if (madeThread) {
     deleteThread(state.threadId).catch(() => {}); // it holds nothing: only the refused message made it
     leaveThread();
@@ -113,6 +119,7 @@ async function sendOnThread(message, protocol) {
   const madeThread = !state.threadId;
   if (madeThread && !(await makeThread(protocol, message))) return;
   const requestId = newId();
+  const previous = { requestId: state.requestId, lastSeq: state.lastSeq, status: state.status };
   beginRequest(requestId);
   els.message.value = "";
   addUserMessage(message);
@@ -147,7 +154,7 @@ async function sendOnThread(message, protocol) {
   }
   if (refusal) {
     showRefusal(refusal);
-    forgetRequest(madeThread);
+    forgetRequest(madeThread, previous);
   }
 }
 

@@ -22,10 +22,10 @@ class Access:
         return self.projects is None or project_id in self.projects
 
     def require(self, project_id: str) -> None:
-        """Refuse a project the query did not name (400) or the token does not cover (403)."""
+        """Refuse (403) a project the query did not name, or the token does not cover, saying which."""
         if self.named is not None and project_id != self.named:
             said = f"?projectId={self.named} and the request's project {project_id!r} differ"
-            raise HTTPException(400, f"{said}: name one project")
+            raise HTTPException(403, f"{said}: name one project")
         if not self.covers(project_id):
             raise HTTPException(403, f"this token does not cover project {project_id!r}")
 

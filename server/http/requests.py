@@ -11,6 +11,7 @@ from phasegraph.nodes.errors import ConflictError, InvalidInputError
 from phasegraph.nodes.models import public_spec
 from phasegraph.server.http.auth import Access, Caller
 from phasegraph.server.http.bodies import NAME_IT, PathId, ResumeFrom
+from phasegraph.server.http.langgraph_api.common import refuse_wide_integers
 from phasegraph.server.http.responses import ControlAnswer, RequestStatus, errors
 from phasegraph.server.http.sse import follow_sse
 from phasegraph.server.runs.manager import RunManager, manager_of
@@ -87,6 +88,7 @@ def request_routes(caller: Caller) -> APIRouter:
     ) -> RequestRecord:
         phase_index = body.resume_from_phase_index if body else None
         answer = body.answer if body else None
+        refuse_wide_integers(answer, "answer")  # what a checkpoint cannot save fails here, not mid-run
         return await resume_visible(manager_of(request), request_id, phase_index, access, answer)
 
     @router.post(

@@ -245,3 +245,14 @@ def test_a_new_message_on_a_thread_waiting_for_an_approval_is_refused_never_read
         assert setup.lines() == before  # nothing ran
         answered = stream(client, "POST", f"/api/requests/{request_id}/resume", json={"answer": "approve"})
     assert answered[-1].type == "final" and setup.lines() == before + 1
+
+
+def test_an_answer_a_checkpoint_cannot_hold_is_refused_and_the_request_still_waits(setup: Setup):
+    _, request_id = asked(setup)
+    with httpx.Client(base_url=setup.server.url, timeout=60) as client:
+        wide = {"answer": {"decision": "edit", "args": {"path": 2**70}}}
+        refused = client.post(f"/api/requests/{request_id}/resume", json=wide)
+        assert refused.status_code == 422 and "answer.args.path" in refused.text, refused.text
+        assert client.get(f"/api/requests/{request_id}").json()["status"] == "paused"
+        answered = stream(client, "POST", f"/api/requests/{request_id}/resume", json={"answer": "approve"})
+    assert answered[-1].type == "final"

@@ -1,4 +1,4 @@
-"""``?projectId=`` names the one project a request acts on: a body naming another is told so (400)."""
+"""``?projectId=`` names the one project of a request: a body naming another is refused (403), saying why."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def client() -> Iterator[TestClient]:
 def test_a_query_and_a_body_naming_different_projects_are_refused_saying_so(client: TestClient):
     body = {"message": "Summarise the roadmap", "projectId": "beta", "requestId": "differ-1"}
     answer = client.post(RUN, params={"projectId": "alpha"}, json=body)
-    assert answer.status_code == 400, answer.text
+    assert answer.status_code == 403, answer.text
     assert "?projectId=alpha and the request's project 'beta' differ" in answer.text
     assert "token" not in answer.text  # no token exists: nothing is said of one
     ran = client.get("/api/requests/differ-1", params={"projectId": "beta"})

@@ -35,6 +35,7 @@ from phasegraph.nodes.approval import APPROVAL, read_answer
 from phasegraph.nodes.errors import InvalidInputError
 from phasegraph.nodes.redact import redactor
 from phasegraph.server.http.ag_ui.state import plain
+from phasegraph.server.http.langgraph_api.common import refuse_wide_integers
 
 #: The ``reason`` of an approval's AG-UI interrupt.
 TOOL_APPROVAL = "tool_approval"
@@ -86,6 +87,7 @@ def approval_answer(pending: GraphInterrupt, entry: ResumeEntry) -> Command[Any]
             f"{where} waits for an approval: give the payload 'approve', 'reject', "
             "{'decision': 'edit', 'args': {...}} or {'decision': 'reject', 'reason': '...'}"
         )
+    refuse_wide_integers(entry.payload, f"{where}: payload")
     call = pending.value["call"]
     _, problem = read_answer(entry.payload, {**call, "args": call.get("args") or {}}, None)
     if problem is not None:

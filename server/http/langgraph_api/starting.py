@@ -188,7 +188,11 @@ async def start_run(
         await wait_for_turn(manager, thread.thread_key, strategy)
         waiting = await _base(graph, thread, graph_in, checkpoint_id, options)  # read once the thread is free
         if asked is not None and waiting != asked:
-            raise ConflictError("the question this answer was sent for was answered meanwhile by another run")
+            raise ConflictError(
+                "the question this answer was sent for was answered meanwhile by another run"
+                if asked
+                else "the thread waited for no answer when this one was sent: send it once the thread asks"
+            )
         try:
             record = await manager.start(
                 served, message or "", project_id=project_id, request_id=str(uuid4()),

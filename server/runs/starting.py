@@ -76,7 +76,7 @@ class Starter:
             served, record
         )  # a bad model spec fails here, before anything is stored
         try:
-            await engine.store.create(record)  # the thread's one running request: nothing asks meanwhile
+            await engine.store.create(record)  # the thread's one running request (ThreadBusy if another runs)
             if turn:
                 await self._list_thread(record)
         except BaseException:

@@ -1,4 +1,7 @@
-"""Bodies and parameters the native routes share: chat, run, resume and fork bodies, ids in paths."""
+"""Bodies and parameters the native routes share: chat, run, resume and fork bodies, ids in paths.
+
+Also the check every route's free JSON (inputs, answers, state values) passes before a checkpoint holds it.
+"""
 
 from typing import Annotated, Any, Literal
 
@@ -6,6 +9,7 @@ from fastapi import Path as PathParam
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
+from phasegraph.nodes.errors import InvalidInputError
 from phasegraph.server.http.responses import ID_PATTERN, NOT_BLANK, whole
 
 
@@ -95,3 +99,19 @@ class ForkRequest(Body):
     """Body of the fork route (optional)."""
 
     on_disconnect: Literal["stop", "continue"] = "stop"
+
+
+#: The integers a checkpoint can hold: MessagePack's, signed or unsigned 64 bits.
+INTEGERS = range(-(2**63), 2**64)
+
+
+def refuse_wide_integers(value: Any, where: str) -> None:
+    """422 naming the first integer in ``value`` (JSON data) that no checkpoint could save."""
+    if isinstance(value, int) and not isinstance(value, bool) and value not in INTEGERS:
+        raise InvalidInputError(f"{where}: {value} is past the 64-bit integers a checkpoint can hold")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            refuse_wide_integers(item, f"{where}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            refuse_wide_integers(item, f"{where}[{index}]")

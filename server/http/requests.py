@@ -10,8 +10,7 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from phasegraph.nodes.errors import ConflictError, InvalidInputError
 from phasegraph.nodes.models import public_spec
 from phasegraph.server.http.auth import Access, Caller
-from phasegraph.server.http.bodies import NAME_IT, PathId, ResumeFrom
-from phasegraph.server.http.langgraph_api.common import refuse_wide_integers
+from phasegraph.server.http.bodies import NAME_IT, PathId, ResumeFrom, refuse_wide_integers
 from phasegraph.server.http.responses import ControlAnswer, RequestStatus, errors
 from phasegraph.server.http.sse import follow_sse
 from phasegraph.server.runs.manager import RunManager, manager_of

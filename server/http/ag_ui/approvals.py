@@ -35,7 +35,7 @@ from phasegraph.nodes.approval import APPROVAL, read_answer
 from phasegraph.nodes.errors import InvalidInputError
 from phasegraph.nodes.redact import redactor
 from phasegraph.server.http.ag_ui.state import plain
-from phasegraph.server.http.langgraph_api.common import refuse_wide_integers
+from phasegraph.server.http.bodies import refuse_wide_integers
 
 #: The ``reason`` of an approval's AG-UI interrupt.
 TOOL_APPROVAL = "tool_approval"

@@ -105,24 +105,7 @@ def client_messages(messages: Any, where: str) -> list[BaseMessage]:
 
     ``convert_to_messages`` raises ``NotImplementedError`` for a message type it does not know.
     """
-    refuse_wide_integers(messages, where)
     try:
         return convert_to_messages(messages)
     except (ValueError, TypeError, NotImplementedError) as exc:
         raise InvalidInputError(f"{where}: {exc}") from None
-
-
-#: The integers a checkpoint can hold: MessagePack's, signed or unsigned 64 bits.
-INTEGERS = range(-(2**63), 2**64)
-
-
-def refuse_wide_integers(value: Any, where: str) -> None:
-    """422 naming the first integer in ``value`` (JSON data) that no checkpoint could save."""
-    if isinstance(value, int) and not isinstance(value, bool) and value not in INTEGERS:
-        raise InvalidInputError(f"{where}: {value} is past the 64-bit integers a checkpoint can hold")
-    if isinstance(value, dict):
-        for key, item in value.items():
-            refuse_wide_integers(item, f"{where}.{key}")
-    elif isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            refuse_wide_integers(item, f"{where}[{index}]")

@@ -17,8 +17,9 @@ from langgraph.types import Command, StateSnapshot
 from phasegraph.graphs.registry import ProtocolSpec
 from phasegraph.nodes.approval import AwaitingAnswer
 from phasegraph.nodes.errors import ConfigurationError, ConflictError, InvalidInputError, NotFoundError
+from phasegraph.server.http.bodies import refuse_wide_integers
 from phasegraph.server.http.langgraph_api.bodies import RunFields, ThreadRunBody
-from phasegraph.server.http.langgraph_api.common import client_messages, refuse_wide_integers
+from phasegraph.server.http.langgraph_api.common import client_messages
 from phasegraph.server.runs.manager import RunManager
 from phasegraph.server.runs.protocols import Served
 from phasegraph.server.runs.stops import checked_stops

@@ -23,7 +23,8 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic.errors import PydanticSchemaGenerationError
 
 from phasegraph.nodes.errors import ConflictError, InvalidInputError, NotFoundError
-from phasegraph.server.http.langgraph_api.common import Graph, client_messages, refuse_wide_integers
+from phasegraph.server.http.bodies import refuse_wide_integers
+from phasegraph.server.http.langgraph_api.common import Graph, client_messages
 from phasegraph.server.http.langgraph_api.thread_bodies import StateUpdateBody
 from phasegraph.server.runs.protocols import Served
 from phasegraph.server.storage.checkpoints import snapshot_at, thread_config

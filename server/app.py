@@ -9,8 +9,10 @@ import asyncio
 import multiprocessing
 import os
 import signal
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from types import FrameType
 from typing import Annotated, Any
 
 from phasegraph.nodes.collector import collector_paused
@@ -98,9 +100,11 @@ def _lifespan(settings: ServerSettings) -> Any:
             await app.state.planning.ensure_schema()
             await manager.open()
             pruning = Retention(retention, settings.retention_interval_seconds, saver, store).start()
+            restore_signals = _pause_runs_on_stop_signals(manager)
             try:
                 yield
             finally:
+                restore_signals()
                 await pruning.stop()
                 await manager.close()
                 await app.state.networks.close()
@@ -108,6 +112,37 @@ def _lifespan(settings: ServerSettings) -> Any:
                 await store.close()
 
     return lifespan
+
+
+def _pause_runs_on_stop_signals(manager: RunManager) -> Callable[[], None]:
+    """SIGTERM and SIGINT pause this process's runs at once, then the HTTP server's own stop goes on.
+
+    Uvicorn stops on these signals by waiting for every open answer to end before the app's
+    shutdown, and an event stream ends only with its run: a client streaming a run would keep it
+    going to its end (or until a deployment's grace period kills the process). So the handler
+    uvicorn installed is chained: the runs pause (``shutdown``) and streams of runs driven elsewhere
+    end, which lets those answers end. Returns what puts the handlers back.
+    """
+    if threading.current_thread() is not threading.main_thread():  # a test's app: no signals here
+        return lambda: None
+    loop = asyncio.get_running_loop()
+    chained: dict[int, Any] = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+
+    def on_signal(number: int, frame: FrameType | None) -> None:
+        loop.call_soon_threadsafe(manager.stop_soon)
+        then = chained[number]
+        if callable(then):
+            then(number, frame)
+
+    installed = [number for number, then in chained.items() if callable(then)]  # uvicorn's, not SIG_DFL
+    for number in installed:
+        signal.signal(number, on_signal)
+
+    def restore() -> None:
+        for number in installed:
+            signal.signal(number, chained[number])
+
+    return restore
 
 
 def _stop_with_supervisor() -> None:

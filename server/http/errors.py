@@ -27,6 +27,7 @@ from phasegraph.nodes.errors import (
 from phasegraph.server.http.networks import InvalidNetwork
 from phasegraph.server.http.responses import http_kind
 from phasegraph.server.http.streams import FALLBACK_ROUTE, TwoStageDisabled
+from phasegraph.server.runs.engine import ServerStopping
 
 _STATUS = {
     ConfigurationError: 400,
@@ -35,6 +36,7 @@ _STATUS = {
     ConflictError: 409,
     TooLargeError: 413,
     InvalidInputError: 422,
+    ServerStopping: 503,
 }
 
 

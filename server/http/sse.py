@@ -13,6 +13,7 @@ from starlette.types import Send
 
 from phasegraph.nodes.errors import ConflictError
 from phasegraph.nodes.events import Event
+from phasegraph.server.runs.engine import ServerStopping
 from phasegraph.server.runs.manager import RunManager
 from phasegraph.server.storage.records import RequestRecord
 
@@ -59,6 +60,8 @@ async def _follow(
     try:
         async for event in manager.follow(record, after):
             yield shape(event)
+        finished = True
+    except ServerStopping:  # the run goes on elsewhere: its client follows it again from its last event
         finished = True
     finally:
         if not finished and on_disconnect == "stop":

@@ -39,6 +39,7 @@ class Control:
         ``Command(resume=answer)``; an answer to a run that asks nothing is refused (409).
         """
         engine = self.engine
+        engine.refuse_when_stopping()
         if record.status == "cancelled" or record.cancel_requested:
             raise ConflictError(f"request {record.request_id!r} was cancelled and cannot be resumed")
         if record.status == "running":

@@ -13,7 +13,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from phasegraph.nodes.errors import NotFoundError
+from phasegraph.nodes.errors import NotFoundError, PhasegraphError
 from phasegraph.nodes.events import EventBase
 from phasegraph.nodes.redact import redactor
 from phasegraph.nodes.settings import ServerSettings
@@ -28,6 +28,16 @@ from phasegraph.server.storage.store import RequestStore
 
 #: Why a local run stops when another replica has taken it over (it adds nothing more).
 SUPERSEDED = "superseded"
+
+
+class ServerStopping(PhasegraphError):
+    """The server is stopping (503): it starts no run, and ends streams of runs driven elsewhere.
+
+    Its own runs pause at once (reason ``shutdown``); a client sends a refused request again, or
+    follows a run again (``Last-Event-ID``), wherever the load balancer sends it next.
+    """
+
+    kind = "service_unavailable"
 
 
 @dataclass
@@ -62,6 +72,13 @@ class Engine:
         self.wakeups: Dispatcher | None = None
         self.local: dict[str, LocalRun] = {}  # request key -> the run driven here
         self.fresh: dict[str, Subscription] = {}  # new runs' subscriptions, until their stream takes them
+        #: The process is stopping: it starts no run (``refuse_when_stopping``).
+        self.stopping = False
+
+    def refuse_when_stopping(self) -> None:
+        """Raise ``ServerStopping`` once the process stops: a run started now would pause at once."""
+        if self.stopping:
+            raise ServerStopping("this server is stopping: send the request again (another server takes it)")
 
     def orphaned(self, record: RequestRecord) -> bool:
         """A running request whose driver (another process) is gone or silent too long."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from phasegraph.nodes.events import Cancelled, ErrorEvent, Event, Final, Paused
-from phasegraph.server.runs.engine import Engine
+from phasegraph.server.runs.engine import Engine, ServerStopping
 from phasegraph.server.storage.records import RequestRecord
 
 #: How often a follower reads the store when nothing can wake it (no listening connection to Postgres).
@@ -29,6 +29,7 @@ class Followers:
     async def follow(self, record: RequestRecord, after_seq: int = 0) -> AsyncIterator[Event]:
         """Every event after ``after_seq``: the stored ones, then live ones until the run stops.
 
+        Raises ``ServerStopping`` when this server stops before the run does (another drives it).
         The subscription starts before the store is read, so an event committed meanwhile is in
         one or the other (or both: ``seq`` drops the repeat). A follower dropped for reading too
         slowly, or woken by another replica's commit, reads the store from where it was.
@@ -63,6 +64,11 @@ class Followers:
                     return  # nothing after ``after_seq`` and nothing more to come
                 first = False
                 if not from_store:
+                    if self.engine.hub.closed:  # what the store held is sent; the rest is elsewhere's
+                        raise ServerStopping(
+                            f"this server is stopping; request {record.request_id!r} goes on where it "
+                            "runs: follow it again (Last-Event-ID)"
+                        )
                     await subscription.wait(self._poll_interval(key))
         finally:
             self.engine.hub.unsubscribe(key, subscription)

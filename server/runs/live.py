@@ -66,6 +66,8 @@ class LiveHub:
     def __init__(self, limit: int = QUEUE_LIMIT) -> None:
         self.limit = limit
         self._subscribers: dict[str, set[Subscription]] = {}
+        #: The server is stopping: followers end once they have read the store (``close``).
+        self.closed = False
 
     def subscribe(self, request_key: str) -> Subscription:
         """A new subscription to the request's events from now on."""
@@ -96,6 +98,11 @@ class LiveHub:
         for subscribers in self._subscribers.values():
             for subscription in subscribers:
                 subscription.poke()
+
+    def close(self) -> None:
+        """The server is stopping: every follower reads the store a last time, then its stream ends."""
+        self.closed = True
+        self.poke_all()
 
     def followed(self, request_key: str) -> bool:
         """True when someone here follows the request."""

@@ -61,6 +61,7 @@ class RunManager:
         #: Create a request of a resolved protocol and start its run (``Starter.start``'s signature).
         self.start = self.starter.start
         self._watcher: asyncio.Task[None] | None = None
+        self._stopping: asyncio.Task[None] | None = None
 
     async def open(self) -> None:
         """Start the event log, the wake-ups, recovery of dead replicas' runs and the watcher."""
@@ -80,12 +81,30 @@ class RunManager:
         await self.takeover.recover_orphans()  # runs a dead predecessor left behind, before any client asks
         self._watcher = asyncio.create_task(self.watch(), name="run-watcher")
 
-    async def close(self) -> None:
-        """Pause local runs at their last checkpoint (they stay resumable), commit the log, stop."""
-        if self._watcher is not None:
+    def stop_soon(self) -> None:
+        """The process is told to stop: pause local runs now, then end the streams of runs driven elsewhere.
+
+        Called on the stop signal, before the HTTP server waits for open answers to end: a client
+        streaming a run here must not keep it going (nor the process waiting for it) until it
+        finishes. From now on nothing starts a run here (``ServerStopping``, 503).
+        """
+        if self._stopping is None:
+            self.engine.stopping = True
+            self._stopping = asyncio.create_task(self._stop_runs(), name="run-manager-stop")
+
+    async def _stop_runs(self) -> None:
+        if self._watcher is not None:  # no run taken over from now on
             self._watcher.cancel()
             await asyncio.gather(self._watcher, return_exceptions=True)
-        await self.shutdown()
+        while self.engine.local:  # a run launched while the others paused pauses too
+            await self.shutdown()
+        self.engine.hub.close()
+
+    async def close(self) -> None:
+        """Pause local runs at their last checkpoint (they stay resumable), commit the log, stop."""
+        self.stop_soon()
+        assert self._stopping is not None
+        await self._stopping
         await self.engine.log.close()
         if self.engine.wakeups is not None:
             self.store.announce = None

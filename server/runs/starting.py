@@ -51,6 +51,7 @@ class Starter:
         fork) and keeps its ``options`` (``interrupt_before``/``interrupt_after``) on the record.
         """
         engine, spec = self.engine, served.spec
+        engine.refuse_when_stopping()
         client = spec.client_settings(settings or {})
         if graph_input is TURN:
             spec.check_message(message)
@@ -101,6 +102,7 @@ class Starter:
 
     async def fork(self, origin: RequestRecord, checkpoint_id: str) -> RequestRecord:
         """Start a new request on ``origin``'s thread, continuing from ``checkpoint_id``."""
+        self.engine.refuse_when_stopping()
         served = self.engine.protocols.get(origin.protocol)
         snapshot = await snapshot_at(served.graph, origin.thread_key, checkpoint_id)
         require_next(snapshot)

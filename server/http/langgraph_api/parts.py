@@ -29,6 +29,7 @@ from phasegraph.nodes.events import ErrorEvent, Event, Final, Paused, Resumed
 from phasegraph.server.http.langgraph_api.chat import CHAT_MODES, ChatParts, Part
 from phasegraph.server.http.langgraph_api.steps import RunCheckpoints, Saved
 from phasegraph.server.http.langgraph_api.views import jsonable, output
+from phasegraph.server.runs.engine import ServerStopping
 from phasegraph.server.runs.manager import STOPS, RunManager
 from phasegraph.server.storage.checkpoints import thread_config
 from phasegraph.server.storage.records import RequestRecord
@@ -71,17 +72,20 @@ class RunParts:
         for n, (name, data) in enumerate(first):
             yield 0, n, name, data
         last, flushed = 0, self.checkpoints.base_step  # steps below ``flushed`` have been looked at
-        async for event in self.manager.follow(self.record, 0):
-            parts: list[Part] = []
-            last, step = event.seq, await self._step(event, flushed)
-            if step is not None and step > flushed and self.modes & CHECKPOINT_MODES:  # a new superstep
-                flushed = step
-                parts += self._of_saved(await self.checkpoints.saved(before=step))
-            parts += self._of_event(event, step)
-            if isinstance(event, STOPS):
-                parts += await self._ending(event)
-            for n, (name, data) in enumerate(parts):
-                yield event.seq, n, name, data
+        try:
+            async for event in self.manager.follow(self.record, 0):
+                parts: list[Part] = []
+                last, step = event.seq, await self._step(event, flushed)
+                if step is not None and step > flushed and self.modes & CHECKPOINT_MODES:  # a new superstep
+                    flushed = step
+                    parts += self._of_saved(await self.checkpoints.saved(before=step))
+                parts += self._of_event(event, step)
+                if isinstance(event, STOPS):
+                    parts += await self._ending(event)
+                for n, (name, data) in enumerate(parts):
+                    yield event.seq, n, name, data
+        except ServerStopping:  # the run goes on elsewhere, not ended: no ``end``; its client joins again
+            return
         yield last + 1, 0, "end", None
 
     async def _step(self, event: Event, flushed: int) -> int | None:

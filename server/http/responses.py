@@ -123,7 +123,9 @@ class RequestStatus(_Wire):
     project_id: str
     protocol: str
     thread_id: str
-    status: Literal["running", "paused", "cancelled", "completed", "failed"]
+    status: Literal["running", "paused", "cancelled", "completed", "failed", "superseded"] = Field(
+        description="superseded: it was paused when a later request started on its thread (it is not resumed)"
+    )
     last_seq: int = Field(description="seq of the request's last event")
     model: str = Field(description="the model spec, as clients see it")
     created_at: float = Field(description="Unix time")

@@ -42,6 +42,11 @@ class Control:
         engine.refuse_when_stopping()
         if record.status == "cancelled" or record.cancel_requested:
             raise ConflictError(f"request {record.request_id!r} was cancelled and cannot be resumed")
+        if record.status == "superseded":
+            raise ConflictError(
+                f"request {record.request_id!r} was superseded: a later request on thread {record.thread_id!r} "
+                "went on from where it paused; follow the thread's latest request, or fork a checkpoint"
+            )
         if record.status == "running":
             if not engine.orphaned(record):
                 raise ConflictError(f"request {record.request_id!r} is still running")
@@ -88,7 +93,7 @@ class Control:
         engine = self.engine
         if record.status == "cancelled":
             return
-        if record.status in ("completed", "failed"):
+        if record.status in ("completed", "failed", "superseded"):
             raise ConflictError(f"request {record.request_id!r} already {record.status}; nothing to cancel")
         run = engine.local.get(record.request_key)
         if run is not None and run.task is not None and (run.ending or run.finishing):

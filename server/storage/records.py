@@ -14,7 +14,8 @@ from pydantic import BaseModel, Field, model_validator
 
 from phasegraph.nodes.errors import ConflictError, NotFoundError
 
-Status = Literal["running", "paused", "cancelled", "completed", "failed"]
+#: ``superseded``: it was paused when a later request started on its thread, which now goes on from there.
+Status = Literal["running", "paused", "cancelled", "completed", "failed", "superseded"]
 
 #: Keys are ``project/id``: ids cannot contain "/", so a key names one project's request or thread.
 KEY = sa.String(401)

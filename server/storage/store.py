@@ -134,11 +134,19 @@ class RequestStore:
         """Insert a new request: :class:`RequestExists` or :class:`ThreadBusy` (its thread runs another).
 
         The insert is the check: of concurrent starts with one id or on one thread, the key and the index
-        of running requests let exactly one in (a read before the insert cannot decide it).
+        of running requests let exactly one in (a read before the insert cannot decide it). The thread's
+        paused requests are ``superseded`` in the same transaction: the new one goes on from where they
+        stopped (answering a question one of them asked, say), so resuming them would continue its work.
         """
+        table = requests_table
         try:
             async with self._guard, self.engine.begin() as conn:
-                await conn.execute(requests_table.insert().values(**record.model_dump()))
+                await conn.execute(table.insert().values(**record.model_dump()))
+                await conn.execute(
+                    table.update()
+                    .where(table.c.thread_key == record.thread_key, table.c.status == "paused")
+                    .values(status="superseded", updated_at=record.created_at)
+                )
         except sa.exc.IntegrityError:  # the primary key (project/request) or the running-thread index
             if await self.get(record.request_key) is not None:
                 raise RequestExists(record.request_id) from None

@@ -187,3 +187,21 @@ def test_a_message_sent_while_a_call_waits_is_refused_and_its_card_still_answers
         expect_ran(page, "ok")
     assert sent == [{"answer": "approve"}]
     assert [r["output"] for r in tool_results(server, request)] == ["archived (tidy up)"]
+
+
+def test_a_call_approved_elsewhere_leaves_the_page_no_answer_or_resume_that_fails(server: Server) -> None:
+    with open_page() as page:
+        page.goto(server.url)
+        card = asked(page, "unified")
+        request = request_id(page)
+        thread = httpx.get(f"{server.url}/api/requests/{request}").json()["threadId"]
+        body = {"assistant_id": "unified", "command": {"resume": "approve"}}  # Agent Chat UI's answer
+        assert (
+            httpx.post(f"{server.url}/threads/{thread}/runs/wait", json=body, timeout=60).status_code == 200
+        )
+
+        card.locator("[data-testid='approve']").click()  # the page's card is late: a later run answered
+        expect(page.locator("#chat")).to_contain_text("was superseded", timeout=WAIT)
+        expect(page.locator("#status")).to_have_text("superseded", timeout=WAIT)
+        expect(page.locator("#resume")).to_be_disabled()
+    assert httpx.get(f"{server.url}/api/requests/{request}").json()["status"] == "superseded"

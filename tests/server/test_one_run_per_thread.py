@@ -256,3 +256,40 @@ def test_an_answer_a_checkpoint_cannot_hold_is_refused_and_the_request_still_wai
         assert client.get(f"/api/requests/{request_id}").json()["status"] == "paused"
         answered = stream(client, "POST", f"/api/requests/{request_id}/resume", json={"answer": "approve"})
     assert answered[-1].type == "final"
+
+
+@pytest.mark.parametrize("route", ["api", "native"])
+def test_a_paused_request_whose_thread_went_on_in_a_later_request_is_superseded(setup: Setup, route: str):
+    """The LangGraph API answered the approval a native request waits on (a new run); or a new native turn
+    went on from a request paused mid-run. The earlier request stops offering a resume that can only fail."""
+    if route == "api":
+        thread_id, request_id = asked(setup)
+        assert api_answer(setup, thread_id)() == 200
+    else:
+        thread_id, request_id = unique("t"), unique("r")
+        with httpx.Client(base_url=setup.server.url, timeout=60) as client:
+            body = {
+                "message": "Summarise",
+                "threadId": thread_id,
+                "requestId": request_id,
+                "model": setup.slow,
+            }
+            first = stream(client, "POST", f"/api/runs/{PROTOCOL}/stream", json=body, on_event=_pause(client))
+            assert first[-1].type == "paused"
+        assert native_turn(setup, thread_id)() == 200
+    with httpx.Client(base_url=setup.server.url, timeout=60) as client:
+        assert client.get(f"/api/requests/{request_id}").json()["status"] == "superseded"
+        refused = client.post(
+            f"/api/requests/{request_id}/resume", json={"answer": "approve"} if route == "api" else {}
+        )
+        assert refused.status_code == 409 and "was superseded" in refused.text, refused.text
+        runs = client.get(f"/threads/{thread_id}/runs").json()
+        assert {run["run_id"]: run["status"] for run in runs}[request_id] == "interrupted"
+
+
+def _pause(client: httpx.Client) -> Callable[[object], None]:
+    def on_event(event: object) -> None:
+        if getattr(event, "type", None) == "tool_call":
+            client.post(f"/api/requests/{event.request_id}/pause")  # type: ignore[attr-defined]
+
+    return on_event

@@ -23,6 +23,7 @@ RUN_STATUS = {
     "failed": "error",
     "cancelled": "interrupted",
     "paused": "interrupted",
+    "superseded": "interrupted",  # a later run went on from where it stopped, as LangGraph leaves such a run
 }
 
 

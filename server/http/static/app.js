@@ -181,9 +181,19 @@ async function resume() {
   const refusal = await openStream(resumeRoute(state.requestId), {});
   if (refusal) {
     showRefusal(refusal);
-    state.status = before;
-    setChip(chipFor(before), before);
+    await settleRefused(before);
   }
+}
+
+/**
+ * After a refused resume or answer, show where the request stands now: a later request on its thread
+ * may have gone on from it (``superseded``: no Resume any more), else it is as it was.
+ */
+async function settleRefused(before) {
+  const record = await api("GET", `/api/requests/${enc(state.requestId)}`).catch(() => null);
+  state.status = (record && record.status) || before;
+  setChip(chipFor(state.status), state.status);
+  updateControls();
 }
 
 /**
@@ -198,9 +208,7 @@ async function answerApproval(answer) {
   setChip("resuming…", "running");
   const refusal = await openStream(resumeRoute(state.requestId), { answer });
   if (refusal) {
-    state.status = before;
-    setChip(chipFor(before), before);
-    updateControls();
+    await settleRefused(before);
     return `${refusal.status}: ${refusal.message}`;
   }
   refreshThreads();

@@ -44,8 +44,9 @@ class Control:
             raise ConflictError(f"request {record.request_id!r} was cancelled and cannot be resumed")
         if record.status == "superseded":
             raise ConflictError(
-                f"request {record.request_id!r} was superseded: a later request on thread {record.thread_id!r} "
-                "went on from where it paused; follow the thread's latest request, or fork a checkpoint"
+                f"request {record.request_id!r} was superseded: a later request on thread "
+                f"{record.thread_id!r} went on from where it paused; follow the thread's latest request, "
+                "or fork a checkpoint"
             )
         if record.status == "running":
             if not engine.orphaned(record):

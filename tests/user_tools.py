@@ -1,8 +1,11 @@
 """A user's own Python tools, named by import path in the tests' project files (``tests.user_tools:...``)."""
 
 import time
+from typing import Annotated
 
-from langchain_core.tools import tool
+from langchain_core.tools import InjectedToolArg, tool
+
+from phasegraph.tools.context import ToolContext
 
 
 def word_count(text: str) -> str:
@@ -51,3 +54,19 @@ def nap(seconds: int) -> str:
     """Sleep ``seconds``: a tool that outlives the timeout its project gives it."""
     time.sleep(seconds)
     return f"slept {seconds} s"
+
+
+def keyed_append(path: str, seconds: int, context: Annotated[ToolContext, InjectedToolArg]) -> str:
+    """Append the call's idempotency key to ``path`` unless it is there already, then wait ``seconds``.
+
+    A tool with an effect elsewhere, done the way docs/your-tools.md suggests: a call run again (its server
+    died before its result was saved) finds its key and changes nothing.
+    """
+    key = context.idempotency_key
+    with open(path, "a+", encoding="utf-8") as ledger:
+        ledger.seek(0)
+        done = key in ledger.read().splitlines()
+        if not done:
+            ledger.write(f"{key}\n")
+    time.sleep(seconds)
+    return f"{'already recorded' if done else 'recorded'} {key}"

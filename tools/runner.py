@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -80,7 +81,7 @@ class ToolRunner:
             raise ToolError(unexpected)
         payload = dict(args)
         if CONTEXT_ARG in _fields(found.args_schema):
-            payload[CONTEXT_ARG] = self.context
+            payload[CONTEXT_ARG] = dataclasses.replace(self.context, call_id=call_id)
         timeout = self._timeout(name) if not source_of(found).startswith("mcp:") else None
         config: Any = {"metadata": {CALL_ID: call_id}} if call_id else None
         async with asyncio.timeout(timeout):  # an MCP tool applies its own timeout to its call

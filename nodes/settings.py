@@ -81,6 +81,13 @@ class RunSettings(BaseSettings):
         "provider, silent unless the host application set one; metrics only on GET /metrics), console, or "
         "otlp (configured by the standard OTEL_EXPORTER_OTLP_* variables).",
     )
+    shared_metrics_dir: str = Field(
+        default="",
+        validation_alias="PROMETHEUS_MULTIPROC_DIR",
+        description="A folder the processes of one server share their metrics in (prometheus_client's "
+        "multiprocess mode), so GET /metrics on any of them counts them all. `phasegraph serve` with several "
+        "workers makes a fresh one for them; empty: each process's GET /metrics counts its own.",
+    )
     price_table: str = Field(
         default="",
         description="A JSON file of model prices (USD per million input/output tokens, keyed by model spec, "

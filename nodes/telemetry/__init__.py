@@ -2,7 +2,8 @@
 
 ``setup`` chooses where spans and metrics go (``PHASEGRAPH_OTEL_EXPORTER``); ``RunTrace`` is one
 run's root span and the callback handler that opens a span per node, model call and tool call
-beneath it; ``metrics`` holds the instruments; ``content`` decides what text a span may carry.
+beneath it; ``metrics`` holds the instruments (``shared``: and counts them for all of a server's
+worker processes); ``content`` decides what text a span may carry.
 """
 
 from phasegraph.nodes.telemetry.content import prompt_attributes

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from opentelemetry.metrics import Counter, Histogram, MeterProvider, UpDownCounter
+from opentelemetry.metrics import Counter, Histogram, Meter, MeterProvider, UpDownCounter
 
 from phasegraph.nodes.events import BudgetExhaustedEvent, DuplicateToolCall, Event, ToolResultEvent
 from phasegraph.nodes.telemetry import setup
+
+if TYPE_CHECKING:
+    from phasegraph.nodes.telemetry.shared import SharedMeter
 
 #: Buckets (seconds) for runs, phases, model and tool calls: from 5 ms to 10 minutes.
 SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
@@ -44,8 +47,13 @@ class Instruments:
 
     @classmethod
     def make(cls) -> Instruments:
-        """Create every instrument on phasegraph's meter."""
-        m = setup.meter()
+        """Create every instrument on phasegraph's meter (writing the server's shared files too, if any)."""
+        meter = setup.meter()
+        m: Meter | SharedMeter = meter
+        if setup.shared_folder():
+            from phasegraph.nodes.telemetry import shared
+
+            m = shared.SharedMeter(meter)
 
         def seconds(name: str, description: str) -> Histogram:
             return m.create_histogram(name, "s", description, explicit_bucket_boundaries_advisory=SECONDS)

@@ -3,9 +3,11 @@
 ``PHASEGRAPH_OTEL_EXPORTER`` picks the exporter: ``otlp`` (the OTLP/HTTP exporters read the standard
 ``OTEL_EXPORTER_OTLP_*`` variables), ``console``, or ``none``. With ``none``, spans go to the
 process's global tracer provider (silent unless the application hosting phasegraph installed one).
-Metrics always have a Prometheus reader on a registry of their own (what ``GET /metrics`` serves);
-``otlp`` exports them too. ``use_exporter`` and ``use_metric_reader`` install others (tests read
-spans and metrics back with the SDK's in-memory exporter and reader).
+Metrics have a Prometheus reader on a registry of their own (what ``GET /metrics`` serves) or, when
+the processes of a server share them (``PROMETHEUS_MULTIPROC_DIR``), are written to the shared files
+too, which ``GET /metrics`` reads instead (``shared``); ``otlp`` exports them too. ``use_exporter``
+and ``use_metric_reader`` install others (tests read spans and metrics back with the SDK's in-memory
+exporter and reader).
 """
 
 from __future__ import annotations
@@ -96,8 +98,14 @@ def use_metric_reader(reader: MetricReader | None = None) -> MeterProvider:
 
     if _meters is not None:
         _meters.shutdown()
-    _registry = CollectorRegistry(auto_describe=True)
-    readers: list[MetricReader] = [PrometheusMetricReader(registry=_registry)]
+    readers: list[MetricReader] = []
+    if shared_folder():
+        from phasegraph.nodes.telemetry.shared import scrape_registry
+
+        _registry = scrape_registry(shared_folder(), RESOURCE)
+    else:
+        _registry = CollectorRegistry(auto_describe=True)
+        readers.append(PrometheusMetricReader(registry=_registry))
     if run_settings().otel_exporter == "otlp":
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
@@ -111,6 +119,11 @@ def use_metric_reader(reader: MetricReader | None = None) -> MeterProvider:
 def meter() -> Meter:
     """The meter of phasegraph's instruments (the provider is made at first use)."""
     return (_meters or use_metric_reader()).get_meter(SCOPE)
+
+
+def shared_folder() -> str:
+    """The folder this server's processes share their metrics in (empty: this process counts alone)."""
+    return run_settings().shared_metrics_dir
 
 
 def prometheus_registry() -> CollectorRegistry:

@@ -4,12 +4,17 @@ Each worker is a whole server (its own run manager, owner id and wake-ups); they
 the database exactly as replicas do, so any worker may answer any request. The supervisor checks the
 settings and migrates the database once before it starts them: a worker that could not start would
 be restarted forever, and workers migrating the same sqlite file at once would trip over each other.
+It also makes the private folder the workers share their metrics in, so that whichever worker answers
+``GET /metrics`` counts them all (``phasegraph.nodes.telemetry.shared``), and removes it as it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import tempfile
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -22,6 +27,8 @@ if TYPE_CHECKING:
     from phasegraph.nodes.settings import ServerSettings
 
 APP = "phasegraph.server.app:app"
+#: Where the workers share their metrics (prometheus_client's multiprocess mode reads it too).
+METRICS_FOLDER = "PROMETHEUS_MULTIPROC_DIR"
 #: How long the supervisor waits for a worker to answer its health check before it replaces the worker: a
 #: starting worker imports LangChain and LangGraph first (over uvicorn's 5 s on a busy machine).
 HEALTH_CHECK_SECONDS = 30
@@ -106,5 +113,25 @@ def serve(host: str, port: int, workers: int | None, log_config: dict[str, Any])
 
         check_settings(settings)
         asyncio.run(prepare_database(settings))
-    uvicorn.run(APP, host=host, port=port, workers=count, log_level="info", log_config=log_config,
-                timeout_worker_healthcheck=HEALTH_CHECK_SECONDS)  # fmt: skip
+    with shared_metrics() if count > 1 else contextlib.nullcontext():
+        uvicorn.run(APP, host=host, port=port, workers=count, log_level="info", log_config=log_config,
+                    timeout_worker_healthcheck=HEALTH_CHECK_SECONDS)  # fmt: skip
+
+
+@contextlib.contextmanager
+def shared_metrics() -> Iterator[None]:
+    """A fresh private folder the workers started meanwhile share their metrics in, removed at the end.
+
+    Fresh at each start: the files of an earlier server would add to this one's counts. The workers
+    learn it from ``PROMETHEUS_MULTIPROC_DIR``, the variable prometheus_client itself reads.
+    """
+    with tempfile.TemporaryDirectory(prefix="phasegraph-metrics-") as folder:
+        before = os.environ.get(METRICS_FOLDER)
+        os.environ[METRICS_FOLDER] = folder
+        try:
+            yield
+        finally:
+            if before is None:
+                del os.environ[METRICS_FOLDER]
+            else:
+                os.environ[METRICS_FOLDER] = before

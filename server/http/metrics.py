@@ -1,9 +1,10 @@
 """``GET /metrics``: phasegraph's metrics as Prometheus text, and the count of open event streams.
 
 The metrics are the OpenTelemetry instruments of ``phasegraph.nodes.telemetry.metrics``, read at
-each scrape from the Prometheus reader's registry. They add up every project's runs, so when the
-server has tokens only a token for every project (``*``) reads them: a project's token would learn
-of the other projects' tools and runs.
+each scrape from the Prometheus reader's registry; on a server of several workers, from the files
+they all write (``phasegraph.nodes.telemetry.shared``), so whichever worker answers counts the whole
+server. They add up every project's runs, so when the server has tokens only a token for every
+project (``*``) reads them: a project's token would learn of the other projects' tools and runs.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def metrics_routes(tokens: dict[str, Access]) -> APIRouter:
         """Every metric of this server in the Prometheus text format: a scraper's target."""
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+        instruments()  # made in this worker too: the shared files' buckets are written as its histograms say
         return Response(generate_latest(telemetry.prometheus_registry()), media_type=CONTENT_TYPE_LATEST)
 
     return router

@@ -5,12 +5,15 @@ provider of its own) runs the demos of three protocols (triggered_phase refuses 
 goal_pursuit runs its tools, agent_network is stopped by its step budget), refuses a bad request,
 replays a run, and streams a slow run whose client leaves half-way (the run pauses; it is resumed).
 The scrape is parsed with ``prometheus_client``'s own parser, and each metric is compared with the
-events.
+events. A ``phasegraph serve`` with two workers answers every scrape for both of them, with the names,
+labels and help texts the single-process server has, and keeps a killed worker's counts.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 import time
 from collections import Counter
@@ -18,11 +21,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import httpx
 import pytest
 import uvicorn
 from fastapi.testclient import TestClient
+from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 from pydantic import SecretStr
@@ -34,8 +39,9 @@ from phasegraph.nodes.settings import ServerSettings
 from phasegraph.server.app import create_app
 from tests.graphs.test_agent_network import QUESTION
 from tests.processes import free_port
-from tests.server.conftest import stream
+from tests.server.conftest import slow_script, stream
 from tests.server.test_goal_pursuit import GOAL
+from tests.server.test_workers import MAX_STARTS, _all_started, _owners, _pid, _workers
 
 RUN = "/api/runs/{}/stream"
 #: The route template the native streams are counted under.
@@ -53,6 +59,8 @@ SLOW = {
 }
 #: Labels (the OpenTelemetry attributes, with underscores for dots).
 PROTOCOL, OUTCOME, TOOL = "phasegraph_protocol", "phasegraph_outcome", "gen_ai_tool_name"
+#: Scrapes in a row that must each count every worker (with one worker answering, some of 12 would not).
+SCRAPES = 12
 #: The demo runs: request id, protocol, body.
 DEMOS: list[tuple[str, str, dict[str, Any]]] = [
     ("tp", "triggered_phase", {"message": "Summarise the roadmap."}),
@@ -260,3 +268,88 @@ def test_metrics_need_a_token_for_every_project(tmp_path: Path):
         answers = documented["responses"]
         assert list(answers["200"]["content"]) == ["text/plain"]
         assert list(answers["401"]["content"]) == list(answers["403"]["content"]) == ["application/json"]
+
+
+def _families(url: str) -> list[Metric]:
+    """One scrape, on a connection of its own (so whichever worker accepts first answers it)."""
+    answer = httpx.get(f"{url}/metrics", timeout=30)
+    assert answer.status_code == 200, answer.text
+    return list(text_string_to_metric_families(answer.text))
+
+
+def _samples(url: str) -> list[Sample]:
+    return [s for family in _families(url) for s in family.samples]
+
+
+def test_every_scrape_of_a_server_with_workers_counts_them_all(
+    servers, server: tuple[str, str], load: Load, tmp_path: Path
+):
+    database, temporary = f"sqlite:{tmp_path / 'workers.db'}", tmp_path / "tmp"
+    temporary.mkdir()
+    (tmp_path / "slow").mkdir()
+    slow = slow_script(tmp_path / "slow", delay_ms=2000)  # the run still streams after the scrapes below
+    served = _all_started(servers(PHASEGRAPH_WORKERS="2", PHASEGRAPH_CHECKPOINTER=database,
+                                  PHASEGRAPH_ALLOWED_MODELS=slow, TMPDIR=str(temporary)))  # fmt: skip
+    workers = _workers(served)
+    # The supervisor's own folder for the workers' metrics, private.
+    (folder,) = temporary.glob("phasegraph-metrics-*")
+    assert folder.stat().st_mode & 0o777 == 0o700
+
+    # Runs, each on a connection of its own, until both workers drove some: neither counted them all.
+    tag, ids = uuid4().hex[:8], list[str]()
+    while len(ids) < MAX_STARTS:
+        ids.append(f"m-{tag}-{len(ids)}")
+        with httpx.Client(base_url=served.url) as client:
+            body = {"message": "Summarise the roadmap.", "requestId": ids[-1]}
+            assert stream(client, "POST", RUN.format("triggered_phase"), json=body)[-1].type == "final"
+        if len(ids) >= 3 and {_pid(owner) for owner in _owners(database, ids).values()} == set(workers):
+            break
+    assert {_pid(owner) for owner in _owners(database, ids).values()} == set(workers), "one worker ran all"
+    deadline = time.monotonic() + SETTLE_SECONDS  # every run's stream is counted closed by its worker
+    while _total(_samples(served.url), "phasegraph_streams_active"):
+        assert time.monotonic() < deadline, "a stream stayed counted after it closed"
+        time.sleep(0.05)
+    for _ in range(SCRAPES):
+        samples = _samples(served.url)
+        assert _total(samples, "phasegraph_runs_started_total") == len(ids)
+        assert _total(samples, "phasegraph_runs_ended_total", phasegraph_outcome="completed") == len(ids)
+
+    # The same names, kinds, help texts, label names and bucket bounds as the single-process server's.
+    single = {family.name: family for family in _families(server[0])}
+    for family in _families(served.url):
+        alone = single[family.name]
+        assert (family.type, family.documentation) == (alone.type, alone.documentation), family.name
+        for sample in family.samples:
+            assert set(sample.labels) in [set(s.labels) for s in alone.samples if s.name == sample.name]
+            if "le" in sample.labels:
+                assert sample.labels["le"] in {s.labels["le"] for s in alone.samples if s.name == sample.name}
+
+    # A stream open on one worker counts on every scrape; once that worker is killed and replaced, it
+    # counts no more, and what the dead worker counted stays counted.
+    held = f"h-{tag}"
+    body = {"message": "Summarise the roadmap.", "model": slow, "requestId": held}
+    with (
+        httpx.Client(base_url=served.url, timeout=60) as client,
+        client.stream("POST", RUN.format("triggered_phase"), json=body) as response,
+    ):
+        lines = response.iter_lines()
+        next(line for line in lines if line.startswith("data:"))
+        for _ in range(SCRAPES):
+            samples = _samples(served.url)
+            assert _total(samples, "phasegraph_streams_active") == 1
+            assert _total(samples, "phasegraph_runs_started_total") == len(ids) + 1
+        victim = _pid(_owners(database, [held])[held])
+        os.kill(victim, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while len(replaced := set(_workers(served))) < 2 or victim in replaced:
+        assert time.monotonic() < deadline, "the killed worker was not replaced"
+        time.sleep(0.2)
+    started = []
+    for _ in range(SCRAPES):
+        samples = _samples(served.url)
+        assert _total(samples, "phasegraph_streams_active") == 0
+        started.append(_total(samples, "phasegraph_runs_started_total"))
+    assert started[0] >= len(ids) + 1 and started == sorted(started), started
+
+    served.stop()  # the supervisor removes the folder as it ends
+    assert not folder.exists()

@@ -7,7 +7,7 @@ from uuid import NAMESPACE_URL, uuid5
 
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.trace import Span, Status, StatusCode
 
 from phasegraph.nodes.agent_network.context import AgentNetworkContext
 from phasegraph.nodes.agent_network.execution_log import agent_entry, preview
@@ -19,7 +19,7 @@ from phasegraph.nodes.conversation import call_message, refused_message, user_tu
 from phasegraph.nodes.emit import Emitter, reports_errors
 from phasegraph.nodes.events import AgentStep
 from phasegraph.nodes.structured import ask_structured
-from phasegraph.nodes.telemetry import content, current_span, prompt_attributes
+from phasegraph.nodes.telemetry import content, continue_span_in, current_span, prompt_attributes
 from phasegraph.tools.networks import CompiledAgent, NetworkSnapshot
 
 DECIDE = "Decide your next action for the user's request, as one JSON decision."
@@ -27,7 +27,11 @@ DECIDE = "Decide your next action for the user's request, as one JSON decision."
 
 @reports_errors
 async def run_agent_step(state: AgentNetworkState, runtime: Runtime[AgentNetworkContext]) -> dict[str, Any]:
-    """Ask the agent in control for its decision; a decision outside its limits is logged, not run."""
+    """Ask the agent in control for its decision; a decision outside its limits is logged, not run.
+
+    The node's span is the agent's step, ``invoke_agent <agent>``; a tool call it decides runs in it
+    (``use_tool`` goes on in the same span), so the call's ``execute_tool`` span nests in its step.
+    """
     context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
     agent = NetworkSnapshot.model_validate(state["network"]).agent(state["current_agent"])
     step = state["steps"] + 1
@@ -35,12 +39,8 @@ async def run_agent_step(state: AgentNetworkState, runtime: Runtime[AgentNetwork
     meta = progress({**state, **update})
     prompt = build_prompt(agent, state, context.summary_chars)
     trace_network(state)
-    span = current_span()  # this node's: it is the agent's step
-    span.update_name(f"invoke_agent {agent.key}")
-    span.set_attributes({
-        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent.key,
-        "phasegraph.step": step, "phasegraph.epoch": state["control_epoch"], **prompt_attributes(prompt),
-    })  # fmt: skip
+    span = step_span(agent.key, step, state["control_epoch"])
+    span.set_attributes(prompt_attributes(prompt))
     turn = user_turn(state["messages"])
     answer = await ask_structured(
         lambda n: context.resolve_model(state["model_calls"] + n, turn),
@@ -67,6 +67,8 @@ async def run_agent_step(state: AgentNetworkState, runtime: Runtime[AgentNetwork
     })  # fmt: skip
     if refusal is not None:
         span.set_status(Status(StatusCode.ERROR, f"refused: {refusal}"))
+    elif answer.value.action == "USE_TOOL":  # route_after_step runs the call next, within this step
+        continue_span_in("use_tool")
     emitter.trace("agent_prompt", prompt=prompt, raw=answer.raw, **meta)
     emitter.emit(
         AgentStep, decision=decision, refused=refusal, prompt_chars=answer.prompt_chars,
@@ -84,6 +86,23 @@ async def run_agent_step(state: AgentNetworkState, runtime: Runtime[AgentNetwork
         "tool_errors": state["tool_errors"] + (refusal is not None),
         "model_calls": state["model_calls"] + answer.calls,
     }
+
+
+def step_span(agent: str, step: int, epoch: int) -> Span:
+    """The running node's span as ``agent``'s step: ``invoke_agent <agent>``, with the step and epoch.
+
+    ``use_tool`` names its span so too: the same span, which the deciding step left open for it, or its
+    own when the run that decided the call stopped before it ran (an approval, a breakpoint, a pause or a
+    crash). The resumed run is a new trace, whose root links to the first: its ``invoke_agent`` span for
+    the step holds what the step still does there, the call.
+    """
+    span = current_span()
+    span.update_name(f"invoke_agent {agent}")
+    span.set_attributes({
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
+        "phasegraph.step": step, "phasegraph.epoch": epoch,
+    })  # fmt: skip
+    return span
 
 
 def refuse(agent: CompiledAgent, decision: AgentDecision) -> str | None:

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from phasegraph.nodes.agent_network.agent_step import budget_spent
+from phasegraph.nodes.agent_network.agent_step import budget_spent, step_span
 from phasegraph.nodes.agent_network.agent_step import execution_id as call_id
 from phasegraph.nodes.agent_network.context import AgentNetworkContext
 from phasegraph.nodes.agent_network.execution_log import tool_entry, tool_payload
@@ -16,7 +16,6 @@ from phasegraph.nodes.agent_network.state import AgentNetworkState, progress
 from phasegraph.nodes.approval import ask, needs_approval
 from phasegraph.nodes.conversation import call_message, refused_message, result_message, tool_counts
 from phasegraph.nodes.emit import Emitter, reports_errors
-from phasegraph.nodes.telemetry import current_span
 from phasegraph.nodes.tool_calls import execute_tool_call
 from phasegraph.tools import ToolRegistry
 from phasegraph.tools.networks import NetworkSnapshot, tool_catalogue
@@ -29,12 +28,14 @@ async def use_tool(state: AgentNetworkState, runtime: Runtime[AgentNetworkContex
 
     A call whose tool needs approval asks first, before anything is emitted (LangGraph runs the node
     again from its start with the answer): rejected, it never runs and the agent reads the reason;
-    edited, it runs with the edited arguments.
+    edited, it runs with the edited arguments. The call runs in the span of the agent's step (see
+    ``step_span``): its ``execute_tool`` span is a child of ``invoke_agent <agent>``.
     """
     context, emitter = runtime.context, Emitter(runtime.context, runtime.stream_writer)
     agent = NetworkSnapshot.model_validate(state["network"]).agent(state["current_agent"])
     details = (state["decision"] or {})["action_details"]
     tool, step, epoch = details["tool"], state["steps"], state["control_epoch"]
+    step_span(agent.key, step, epoch)
     registry = await context.open_tools()
     update: dict[str, Any] = {"phase": "tool_execution", "phase_index": state["phase_index"] + 1}
     execution_id = call_id(context, state, tool)
@@ -47,7 +48,6 @@ async def use_tool(state: AgentNetworkState, runtime: Runtime[AgentNetworkContex
     }
     verdict = await ask(context, emitter, registry, call, phase) if needs_approval(registry, tool) else None
     trace_network(state)
-    current_span().set_attributes({"gen_ai.agent.name": agent.key, "gen_ai.tool.call.id": execution_id})
     signature = registry.signature(tool, call["args"], context.project_id)
     result = await execute_tool_call(
         context, emitter, registry, call, signature, meta, verdict=verdict,

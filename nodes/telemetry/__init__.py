@@ -7,7 +7,14 @@ worker processes); ``content`` decides what text a span may carry.
 """
 
 from phasegraph.nodes.telemetry.content import prompt_attributes
-from phasegraph.nodes.telemetry.handler import SpanHandler, current_span, note, root_span, tool_span
+from phasegraph.nodes.telemetry.handler import (
+    SpanHandler,
+    continue_span_in,
+    current_span,
+    note,
+    root_span,
+    tool_span,
+)
 from phasegraph.nodes.telemetry.setup import (
     force_flush,
     meter,
@@ -21,6 +28,7 @@ from phasegraph.nodes.telemetry.spans import RunTrace
 __all__ = [
     "RunTrace",
     "SpanHandler",
+    "continue_span_in",
     "current_span",
     "force_flush",
     "meter",

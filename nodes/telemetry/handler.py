@@ -6,7 +6,8 @@ graph (named after the node: ``action_phase``, ``decide_action``...), each model
 (``chat <model>``, with token usage) and each tool call (``execute_tool <tool>``), nested as they
 ran. Everything else a graph runs (routing functions, a subgraph's own run) is not a span; what it
 starts nests under the nearest span above it. ``note`` puts an event a node emits on that node's
-span (refusals, budget stops, approvals, validation errors...).
+span (refusals, budget stops, approvals, validation errors...). A node may leave its span open for
+the node that runs next (``continue_span_in``): that node then runs within it, as one step.
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ class SpanHandler(BaseCallbackHandler):
         self.root, self.protocol, self._settle = root, protocol, settle
         self._open: dict[UUID, _Opened] = {}
         self._under: dict[UUID, Span] = {}  # a run that is no span -> the span it nests under
+        self._passing: dict[UUID, str] = {}  # a node's run -> the node its span is left open for
+        self._held: tuple[str, Span] | None = None  # a span left open, and the node it waits for
 
     def span_of(self, run_id: UUID | None) -> Span:
         """The span a run is, or nests under (the root for a run the handler has not seen)."""
@@ -89,24 +92,33 @@ class SpanHandler(BaseCallbackHandler):
         self._open[run_id] = _Opened(span, kind, attributes)
         return span
 
+    def pass_on(self, run_id: UUID, node: str) -> None:
+        """Leave the span of the node run ``run_id`` open for ``node``, the node that runs next."""
+        if run_id in self._open:
+            self._passing[run_id] = node
+
     def _end(self, run_id: UUID, error: BaseException | None = None) -> tuple[_Opened, float] | None:
-        """End a run's span; its record and how long it was open (``None``: the run is no span)."""
+        """End a run's span; its record and how long it was open (``None``: the run is no span).
+
+        A node's span left open for the next node (``pass_on``) is held instead, unless the node failed.
+        """
         self._under.pop(run_id, None)
         opened = self._open.pop(run_id, None)
         if opened is None:
             return None
-        span = opened.span
-        if isinstance(error, GraphBubbleUp):  # an interrupt or a handoff: control flow, not a failure
-            span.add_event("phasegraph.interrupt", {"phasegraph.kind": type(error).__name__})
-        elif isinstance(error, asyncio.CancelledError):  # a cancel, or a pause at shutdown: no failure
-            span.add_event("phasegraph.cancelled")
-        elif error is not None:
-            span.set_status(
-                Status(StatusCode.ERROR, redactor().text(str(error))[:200] or type(error).__name__)
-            )
-            span.set_attribute("error.type", type(error).__qualname__)
-        span.end()
+        passed_to = self._passing.pop(run_id, None)
+        if passed_to is not None and error is None:
+            self._release_held()
+            self._held = (passed_to, opened.span)
+        else:
+            _finish(opened.span, error)
         return opened, time.perf_counter() - opened.started
+
+    def _release_held(self, error: BaseException | None = None) -> None:
+        """End the span held for a node that did not run (the run stopped, or went elsewhere)."""
+        held, self._held = self._held, None
+        if held is not None:
+            _finish(held[1], error)
 
     # Nodes
 
@@ -123,7 +135,12 @@ class SpanHandler(BaseCallbackHandler):
         ):
             step = int((metadata or {}).get("langgraph_step", 0))
             attributes = {"phasegraph.node": str(node), "phasegraph.graph_step": step}
-            self._start(run_id, parent_run_id, str(node), "node", attributes)
+            if self._held is not None and self._held[0] == node:  # it goes on in the span left for it
+                self._open[run_id] = _Opened(self._held[1], "node", attributes)
+                self._held = None
+            else:
+                self._release_held()
+                self._start(run_id, parent_run_id, str(node), "node", attributes)
         else:
             self._under[run_id] = self.span_of(parent_run_id)
 
@@ -249,9 +266,24 @@ class SpanHandler(BaseCallbackHandler):
 
     def close(self, error: str | None = None) -> None:
         """End every span still open (the run paused, or failed with ``error``, in the middle of them)."""
+        failed = _RunFailed(error) if error is not None else None
         for run_id in list(self._open):
-            self._end(run_id, _RunFailed(error) if error is not None else None)
+            self._passing.pop(run_id, None)  # the run stops: nothing comes next
+            self._end(run_id, failed)
+        self._release_held(failed)
         self._under.clear()
+
+
+def _finish(span: Span, error: BaseException | None) -> None:
+    """End a span, saying how its run ended when not plainly: stopped on purpose, or failed."""
+    if isinstance(error, GraphBubbleUp):  # an interrupt or a handoff: control flow, not a failure
+        span.add_event("phasegraph.interrupt", {"phasegraph.kind": type(error).__name__})
+    elif isinstance(error, asyncio.CancelledError):  # a cancel, or a pause at shutdown: no failure
+        span.add_event("phasegraph.cancelled")
+    elif error is not None:
+        span.set_status(Status(StatusCode.ERROR, redactor().text(str(error))[:200] or type(error).__name__))
+        span.set_attribute("error.type", type(error).__qualname__)
+    span.end()
 
 
 def event_attributes(event: EventBase) -> dict[str, Any]:
@@ -316,6 +348,19 @@ def _tool_attributes(name: str, call_id: str, args: Any) -> dict[str, Any]:
         shown = {k: v for k, v in args.items() if k != "context"} if isinstance(args, dict) else args
         attributes["gen_ai.tool.call.arguments"] = content.text(shown)
     return attributes
+
+
+def continue_span_in(node: str) -> None:
+    """Leave the running node's span open for ``node``, the node the graph runs next, as one step.
+
+    ``node`` runs within that span: what it starts (a tool call's ``execute_tool``) and emits nests
+    there, and the span ends when ``node`` ends. If the run stops before ``node`` starts (a pause, a
+    breakpoint, a failure) or another node runs first, the span ends then. A run resumed at ``node``
+    has no such span (it is a new trace): ``node`` has its own.
+    """
+    found = _current()
+    if found is not None and found[1] is not None:
+        found[0].pass_on(found[1], node)
 
 
 def current_span() -> Span:

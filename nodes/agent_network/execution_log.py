@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Annotated, Any, Literal, NotRequired
 
+from pydantic import Field
+from typing_extensions import TypedDict
+
+from phasegraph.nodes.agent_network.schemas import Action
 from phasegraph.tools import ToolResult
 
 INPUT_PREVIEW = 80
@@ -18,6 +22,60 @@ REASONING_PREVIEW = 120
 DETAILS_PREVIEW = 120
 REQUEST_PREVIEW = 50
 RESPONSE_PREVIEW = 100
+
+
+class DecisionPreview(TypedDict):
+    """An agent entry's decision, its reasoning and details cut to previews."""
+
+    action: Action
+    action_reasoning: str
+    action_details: str
+
+
+class AgentEntry(TypedDict):
+    """An agent step of the execution log (``agent_entry``)."""
+
+    type: Literal["agent"]
+    step: int
+    epoch: int
+    agent_key: str
+    input_preview: str
+    decision: DecisionPreview
+    prompt_chars: NotRequired[int]
+    refused: NotRequired[str]  # why the decision was not executed
+
+
+class ToolEntry(TypedDict):
+    """A tool step of the execution log (``tool_entry``)."""
+
+    type: Literal["tool"]
+    step: int
+    epoch: int
+    agent_key: str
+    tool_key: str
+    execution_id: str
+    request_preview: str
+    response_preview: str
+    status: Literal["ok", "error"]
+    duration_ms: int
+
+
+class ToolPayload(TypedDict):
+    """A call's full record in the tool execution log (``tool_payload``)."""
+
+    agent_key: str
+    tool_key: str
+    step: int
+    epoch: int
+    merged_params: dict[str, Any]
+    result: str
+    status: Literal["ok", "error"]
+    duration_ms: int
+    timestamp: float
+
+
+#: An execution log entry, told apart by its ``type``.
+LogEntry = Annotated[AgentEntry | ToolEntry, Field(discriminator="type")]
 
 
 def preview(value: Any, limit: int) -> str:

@@ -9,7 +9,11 @@ from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
+from phasegraph.nodes.agent_network.execution_log import LogEntry, ToolPayload
+from phasegraph.nodes.agent_network.schemas import AgentDecision, Instruction
 from phasegraph.nodes.events import Phase
+from phasegraph.nodes.state_shapes import Holds
+from phasegraph.tools.networks import NetworkSnapshot
 
 
 class AgentNetworkInput(TypedDict):
@@ -34,17 +38,21 @@ class AgentNetworkState(TypedDict):
 
     messages: Annotated[list[AnyMessage], add_messages]  # conversation across turns
     user_message: str  # the user's message this turn
-    network: dict[str, Any]  # the NetworkSnapshot the run follows (pinned at its start)
-    current_agent: str  # the agent in control
+    # the NetworkSnapshot the run follows (pinned at its start)
+    network: Annotated[dict[str, Any], Holds(NetworkSnapshot)]
+    current_agent: str  # the agent in control (a key of the network's agents; "" before the run opens one)
     control_epoch: int  # segment of continuous control (from 1; a handoff to another agent starts the next)
     handoff: str  # the note the last handoff left for the agent in control ("" when none)
     steps: int  # agent decisions made this turn
     tool_errors: int  # failed tool calls and refused decisions this turn
-    decision: dict[str, Any] | None  # the last AgentDecision
+    decision: Annotated[dict[str, Any] | None, Holds(AgentDecision | None)]  # the last AgentDecision
     refusal: str | None  # why the last decision was not executed
-    instructions: list[dict[str, Any]]  # each executed decision as an Instruction, in order
-    execution_log: list[dict[str, Any]]  # ordered entries with previews (agent and tool steps)
-    tool_execution_log: dict[str, dict[str, Any]]  # full tool payloads by execution_id
+    # each executed decision as an Instruction, in order
+    instructions: Annotated[list[dict[str, Any]], Holds(list[Instruction])]
+    # ordered entries with previews (agent and tool steps)
+    execution_log: Annotated[list[dict[str, Any]], Holds(list[LogEntry])]
+    # full tool payloads by execution_id
+    tool_execution_log: Annotated[dict[str, dict[str, Any]], Holds(dict[str, ToolPayload])]
     model_calls: int  # model calls this turn, positions a scripted model
     phase: Phase  # the phase running or last run
     phase_index: int  # 1..N, incremented at each phase start

@@ -7,10 +7,24 @@ from typing import Annotated, Any
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
+from pydantic import Field
 from typing_extensions import TypedDict
 
 from phasegraph.nodes.answers import GatheredResult
 from phasegraph.nodes.events import Phase
+from phasegraph.nodes.goal_pursuit.resource_context import ResourceContext
+from phasegraph.nodes.goal_pursuit.schemas import (
+    ActionDecision,
+    DiscoveryPlan,
+    OperationPlan,
+    PursuitAssessment,
+    RefinementDecision,
+    Resolution,
+)
+from phasegraph.nodes.state_shapes import Holds
+
+#: A planned action as state keeps it: an OperationPlan or a Resolution, told apart by its ``kind``.
+Planned = Holds(Annotated[OperationPlan | Resolution, Field(discriminator="kind")] | None)
 
 
 class GoalPursuitInput(TypedDict):
@@ -33,16 +47,22 @@ class GoalPursuitState(TypedDict):
 
     messages: Annotated[list[AnyMessage], add_messages]  # conversation across turns
     goal: str  # the user's message this turn
-    resources: dict[str, Any]  # the ResourceContext (queried, excluded, filters, searches, segments)
+    # the ResourceContext (queried, excluded, filters, searches, segments)
+    resources: Annotated[dict[str, Any], Holds(ResourceContext)]
     context_chars: int  # characters of the context's resource segments
     expanded_tools: list[str]  # tools shown with their full schema
-    assessment: dict[str, Any]  # the PursuitAssessment
+    assessment: Annotated[dict[str, Any], Holds(PursuitAssessment)]  # the PursuitAssessment
     hints: list[str]  # exploration hints of the last refine verdict
-    discovery: dict[str, Any] | None  # the last DiscoveryPlan (routes the context loop)
-    decision: dict[str, Any] | None  # the ActionDecision of this iteration
-    verdict: dict[str, Any] | None  # the RefinementDecision of this iteration
-    last_planned_action: dict[str, Any] | None  # OperationPlan or Resolution, kept as the max_iter fallback
-    approved: dict[str, Any] | None  # what the determination returned (approved or the fallback)
+    # the last DiscoveryPlan (routes the context loop)
+    discovery: Annotated[dict[str, Any] | None, Holds(DiscoveryPlan | None)]
+    # the ActionDecision of this iteration
+    decision: Annotated[dict[str, Any] | None, Holds(ActionDecision | None)]
+    # the RefinementDecision of this iteration
+    verdict: Annotated[dict[str, Any] | None, Holds(RefinementDecision | None)]
+    # OperationPlan or Resolution, kept as the max_iter fallback
+    last_planned_action: Annotated[dict[str, Any] | None, Planned]
+    # what the determination returned (approved or the fallback)
+    approved: Annotated[dict[str, Any] | None, Planned]
     exit: str  # why the determination ended: approved, max_iterations, step_budget
     results: list[GatheredResult]  # tool results of this turn (pursue)
     resource_changes: list[dict[str, Any]]  # every change the tools made to the repository, oldest first
@@ -54,8 +74,8 @@ class GoalPursuitState(TypedDict):
     phase: Phase  # the phase running or last run
     phase_index: int  # 1..N, incremented at each phase start
     answer: str  # the turn's final answer
-    resolution: dict[str, Any] | None
-    operation_plan: dict[str, Any] | None
+    resolution: Annotated[dict[str, Any] | None, Holds(Resolution | None)]
+    operation_plan: Annotated[dict[str, Any] | None, Holds(OperationPlan | None)]
 
 
 def progress(state: Mapping[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from langgraph.runtime import Runtime
 
 from phasegraph.nodes.approval import Verdict, ask, needs_approval
 from phasegraph.nodes.emit import Emitter, errors_reported
+from phasegraph.nodes.state_shapes import Holds
 from phasegraph.nodes.unified.context import UnifiedContext
 from phasegraph.nodes.unified.outputs import UnifiedState
 
@@ -29,10 +30,14 @@ def merge_verdicts(known: Mapping[str, Any] | None, new: Mapping[str, Any] | Non
     return {**(known or {}), **(new or {})}
 
 
+#: What ``approvals`` keeps: each Verdict as a dict, by call id.
+Verdicts = Holds(dict[str, Verdict])
+
+
 class ApprovalState(UnifiedState):
     """The unified state with the verdicts on calls that waited for a person."""
 
-    approvals: NotRequired[Annotated[dict[str, Any], PrivateStateAttr, merge_verdicts]]
+    approvals: NotRequired[Annotated[dict[str, Any], PrivateStateAttr, Verdicts, merge_verdicts]]
 
 
 class ApprovalMiddleware(AgentMiddleware[Any, UnifiedContext]):

@@ -73,6 +73,14 @@ class Proposal:
     dropped_result: bool = False
 
 
+@dataclass
+class KeptProposal(Proposal):
+    """A proposal as the state keeps it: with how long the model took and the system prompt it read."""
+
+    model_ms: int = 0
+    system: str = ""
+
+
 def read_proposal(raw: str, schemas: ToolSchemas) -> Proposal:
     """Read blocks or a final answer from a model answer; validate every block before anything runs."""
     text, dropped = raw, False

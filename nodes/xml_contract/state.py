@@ -10,6 +10,8 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from phasegraph.nodes.events import Phase
+from phasegraph.nodes.state_shapes import Holds
+from phasegraph.nodes.xml_contract.contract import KeptProposal
 
 
 class XmlContractInput(TypedDict):
@@ -33,7 +35,8 @@ class XmlContractState(TypedDict):
     # what the model reads, across turns: the user's messages, its XML answers, the <result> replies
     transcript: Annotated[list[AnyMessage], add_messages]
     turn_start: int  # index in messages of this turn's user message
-    proposal: dict[str, Any] | None  # what the last model answer proposed (blocks, problems, final answer)
+    # what the last model answer proposed (blocks, problems, final answer)
+    proposal: Annotated[dict[str, Any] | None, Holds(KeptProposal | None)]
     steps: int  # iterations that ran blocks this turn
     calls: dict[str, int]  # this turn's tool calls by status ("ok", "error")
     refused_in_a_row: int  # iterations in a row whose answer could not run at all (broken XML, ...)

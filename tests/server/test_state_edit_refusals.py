@@ -1,6 +1,11 @@
 """State edits and inputs a checkpoint cannot hold are refused up front (422 naming the value), not a 500 or
 a run that ends ``internal``: integers past 64 bits (MessagePack's limit) and removing a message the thread
-does not have. The thread is left as it was and goes on taking turns."""
+does not have; and state edits the protocol's nodes could not read, checked in full (a field keeping a model
+as JSON is built as that model). The thread is left as it was and goes on taking turns.
+
+Only the LangGraph API's ``POST /threads/{id}/state`` takes state values: the native checkpoint routes read
+checkpoints and fork from them, with no values to edit.
+"""
 
 from __future__ import annotations
 
@@ -25,10 +30,18 @@ def client() -> Iterator[TestClient]:
         yield test_client
 
 
-def _turn(client: TestClient, thread_id: str, **message: Any) -> Any:
+def _turn(client: TestClient, thread_id: str, protocol: str = PROTOCOL, **message: Any) -> Any:
     human = {"type": "human", "content": "Summarise the roadmap", **message}
-    body = {"assistant_id": PROTOCOL, "input": {"messages": [human]}}
+    body = {"assistant_id": protocol, "input": {"messages": [human]}}
     return client.post(f"/threads/{thread_id}/runs/wait", json=body)
+
+
+def _thread_of(client: TestClient, protocol: str) -> str:
+    """A thread of ``protocol`` that took one turn (on the demo model)."""
+    thread_id = client.post("/threads", json={}).json()["thread_id"]
+    answer = _turn(client, thread_id, protocol)
+    assert answer.status_code == 200 and "__error__" not in answer.json(), answer.text
+    return thread_id
 
 
 @pytest.fixture
@@ -65,3 +78,73 @@ def test_an_input_message_a_checkpoint_cannot_hold_is_refused_before_the_run(cli
     assert answer.status_code == 422, answer.text
     assert "input.messages[0].additional_kwargs.n" in answer.text
     assert [r["status"] for r in client.get(f"/threads/{thread}/runs").json()] == ["success"]  # none started
+
+
+#: Values the next node cannot read, as the node a continued run would read them after (``as_node``).
+UNREADABLE = [
+    ("agent_network", {"execution_log": [{"type": "tool", "step": 1}]}, "route_to_agent",
+     "values.execution_log[0].tool.epoch: Field required"),
+    ("xml_contract", {"proposal": {"blocks": 5}}, "propose_action",
+     "values.proposal.blocks: Input should be a valid array"),
+    ("goal_pursuit", {"decision": {"x": 1}}, "decide_action",
+     "values.decision.situation_analysis: Field required"),
+    ("goal_pursuit", {"approved": {"kind": "operation_plan", "params": {}}}, "analyze_refinement",
+     "values.approved.operation_plan.tool: Field required"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("protocol", "values", "as_node", "says"), UNREADABLE)
+def test_a_state_edit_the_next_node_cannot_read_is_refused_naming_the_field(
+    client: TestClient, protocol: str, values: dict[str, Any], as_node: str, says: str
+):
+    thread_id = _thread_of(client, protocol)
+    before = client.get(f"/threads/{thread_id}/state").json()
+    answer = client.post(f"/threads/{thread_id}/state", json={"values": values, "as_node": as_node})
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"] == "invalid_input" and says in answer.json()["message"]
+    after = client.get(f"/threads/{thread_id}/state").json()
+    assert (after["checkpoint"], after["values"], after["next"]) == (
+        before["checkpoint"], before["values"], before["next"],
+    )  # fmt: skip
+    again = _turn(client, thread_id, protocol)
+    assert again.status_code == 200 and "__error__" not in again.json(), again.text
+
+
+#: A readable edit of the same fields, and what the thread then holds (defaults filled in, as nodes read it).
+READABLE = [
+    ("agent_network", {"current_agent": "researcher"}, {"current_agent": "researcher"}),
+    ("goal_pursuit",
+     {"decision": {"situation_analysis": "done", "decision_type": "finalize",
+                   "finalization": {"response": "All done."}}},
+     {"decision": {"situation_analysis": "done", "decision_type": "finalize", "execution": None,
+                   "finalization": {"response": "All done.", "status": "success"},
+                   "context_verification": ""}}),
+    ("xml_contract",
+     {"proposal": {"text": "Final Answer: done", "final_answer": "done"}},
+     {"proposal": {"text": "Final Answer: done", "blocks": [], "final_answer": "done", "problems": [],
+                   "dropped_result": False, "model_ms": 0, "system": ""}}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("protocol", "values", "saved"), READABLE)
+def test_a_readable_state_edit_is_saved_as_its_nodes_read_it(
+    client: TestClient, protocol: str, values: dict[str, Any], saved: dict[str, Any]
+):
+    thread_id = _thread_of(client, protocol)
+    answer = client.post(f"/threads/{thread_id}/state", json={"values": values})
+    assert answer.status_code == 200, answer.text
+    state = client.get(f"/threads/{thread_id}/state").json()
+    assert state["checkpoint"]["checkpoint_id"] == answer.json()["checkpoint_id"]
+    assert {key: state["values"][key] for key in saved} == saved
+    again = _turn(client, thread_id, protocol)
+    assert again.status_code == 200 and "__error__" not in again.json(), again.text
+
+
+def test_a_run_goes_on_from_an_edited_proposal(client: TestClient):
+    thread_id = _thread_of(client, "xml_contract")
+    edit = {"values": {"proposal": {"text": "Final Answer: edited", "final_answer": "edited"}},
+            "as_node": "propose_action"}  # fmt: skip
+    assert client.post(f"/threads/{thread_id}/state", json=edit).status_code == 200
+    assert client.get(f"/threads/{thread_id}/state").json()["next"] == ["finish_turn"]
+    went_on = client.post(f"/threads/{thread_id}/runs/wait", json={"assistant_id": "xml_contract"})
+    assert went_on.status_code == 200 and went_on.json()["answer"] == "edited", went_on.text

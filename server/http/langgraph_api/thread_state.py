@@ -2,8 +2,9 @@
 
 ``POST /threads/{id}/state`` becomes one ``aupdate_state`` of the protocol's compiled graph: a new
 checkpoint on top of the thread's latest (or of the one the body names, a fork), as if ``as_node``
-had just run. Values are read against the state's own types first, so a wrong one is refused naming
-its field instead of being saved for the next run to trip over.
+had just run. Values are read against the state's own types first, in full (a field that keeps a model
+as JSON is built as that model, ``Holds``), so a value no node could read is refused naming its field
+instead of being saved for the next run to trip over.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic.errors import PydanticSchemaGenerationError
 
 from phasegraph.nodes.errors import ConflictError, InvalidInputError, NotFoundError
+from phasegraph.nodes.state_shapes import Holds
 from phasegraph.server.http.bodies import refuse_wide_integers
 from phasegraph.server.http.langgraph_api.common import Graph, client_messages
 from phasegraph.server.http.langgraph_api.thread_bodies import StateUpdateBody
@@ -35,6 +37,9 @@ from phasegraph.server.storage.threads import ThreadRecord
 #: pending tasks), the input, and a copy of the checkpoint.
 SPECIAL_NODES = (END, "__input__", "__copy__")
 
+
+#: How many of a value's problems a refusal names.
+SHOWN_PROBLEMS = 3
 
 #: What a TypedDict wraps around a field's type (and its reducer) to say whether the key must be there.
 _KEY_MARKS = {typing.Required, typing.NotRequired, typing_extensions.Required, typing_extensions.NotRequired}
@@ -63,7 +68,12 @@ def checked_values(graph: Graph, protocol: str, values: dict[str, Any] | None) -
 
 
 def _checked(where: str, annotation: Any, value: Any) -> Any:
-    """One value read as its field's type (a messages field as LangChain messages)."""
+    """One value read as its field's type (a messages field as LangChain messages), built in full.
+
+    A field that keeps a model as JSON (``Holds``) is built as that model, then saved as it dumps back:
+    what the nodes will build from it, defaults filled in. A field whose type pydantic cannot read
+    cannot be checked, so it cannot be edited.
+    """
     while typing.get_origin(annotation) in _KEY_MARKS:  # Required[...] of a TypedDict: the type inside
         annotation = typing.get_args(annotation)[0]
     kind, *extras = typing.get_args(annotation) if typing.get_origin(annotation) is typing.Annotated else (
@@ -71,16 +81,22 @@ def _checked(where: str, annotation: Any, value: Any) -> Any:
     )  # fmt: skip
     if add_messages in extras:  # what the reducer takes: one message or a list, as dicts or messages
         return client_messages(value if isinstance(value, list) else [value], where)
+    held = next((extra.shape for extra in extras if isinstance(extra, Holds)), None)
     try:
-        adapter: TypeAdapter[Any] = TypeAdapter(kind)
-    except PydanticSchemaGenerationError:  # a type pydantic cannot read: LangGraph's reducer decides
-        return value
+        adapter: TypeAdapter[Any] = TypeAdapter(kind if held is None else held)
+    except PydanticSchemaGenerationError:
+        raise InvalidInputError(f"{where}: this field cannot be edited (its type cannot be read)") from None
     try:  # as JSON, strictly: "3" is not 3 and false is not 0, as everywhere in this API
-        return adapter.validate_json(json.dumps(value), strict=True)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        inside = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"])
-        raise InvalidInputError(f"{where}{inside}: {error['msg']}") from None
+        built = adapter.validate_json(json.dumps(value), strict=True)
+    except ValidationError as exc:  # the first few problems, each naming where it is
+        problems = [f"{where}{_path(e['loc'])}: {e['msg']}" for e in exc.errors()[:SHOWN_PROBLEMS]]
+        raise InvalidInputError("; ".join(problems)) from None
+    return built if held is None else adapter.dump_python(built, mode="json")
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    """Where in a value a problem is: ``.key`` and ``[index]`` steps."""
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)
 
 
 def checked_node(graph: Graph, protocol: str, as_node: str | None) -> str | None:

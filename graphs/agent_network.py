@@ -17,6 +17,7 @@ from phasegraph.nodes.agent_network.agent_routing import (
 )
 from phasegraph.nodes.agent_network.agent_step import route_after_step, run_agent_step
 from phasegraph.nodes.agent_network.context import AgentNetworkContext
+from phasegraph.nodes.agent_network.edits import check_edit as check_edit  # ProtocolSpec.check_edit's
 from phasegraph.nodes.agent_network.network import open_network
 from phasegraph.nodes.agent_network.state import (
     AgentNetworkInput,

@@ -1,7 +1,8 @@
 """Protocol registry: id → module exposing ``build_graph``, ``compile_graph``, ``graph`` and ``Context``.
 
-Importing it is cheap: a protocol's module (and LangGraph with it) is imported when the protocol is
-first compiled or configured, and pydantic when client settings are checked.
+A module may add ``event_meta`` and ``check_edit`` (see ``ProtocolSpec``). Importing the registry is
+cheap: a protocol's module (and LangGraph with it) is imported when the protocol is first compiled or
+configured, and pydantic when client settings are checked.
 """
 
 from __future__ import annotations
@@ -107,6 +108,16 @@ class ProtocolSpec:
     def node_names(self) -> tuple[str, ...]:
         """The nodes a run can stop before or after (a breakpoint): every node but LangGraph's start."""
         return _node_names(self)
+
+    def check_edit(self, edit: Mapping[str, Any], state: Mapping[str, Any]) -> None:
+        """Refuse a state edit the protocol's nodes could not follow, beyond each field's type.
+
+        ``edit``: the edited fields, read as their types already; ``state``: the values it goes on. A
+        protocol whose fields hold nothing that ties them together has no ``check_edit``.
+        """
+        check = getattr(self.load(), "check_edit", None)
+        if check is not None:
+            check(edit, state)
 
     def event_meta(self, values: dict[str, Any]) -> dict[str, Any]:
         """Fields the protocol puts on every event (phase metadata), read from a state snapshot."""

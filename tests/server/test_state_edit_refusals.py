@@ -1,7 +1,8 @@
 """State edits and inputs a checkpoint cannot hold are refused up front (422 naming the value), not a 500 or
 a run that ends ``internal``: integers past 64 bits (MessagePack's limit) and removing a message the thread
 does not have; and state edits the protocol's nodes could not read, checked in full (a field keeping a model
-as JSON is built as that model). The thread is left as it was and goes on taking turns.
+as JSON is built as that model) and against what ties the fields together (agent_network's agent in control
+is an agent of its network). The thread is left as it was and goes on taking turns.
 
 Only the LangGraph API's ``POST /threads/{id}/state`` takes state values: the native checkpoint routes read
 checkpoints and fork from them, with no values to edit.
@@ -82,6 +83,12 @@ def test_an_input_message_a_checkpoint_cannot_hold_is_refused_before_the_run(cli
 
 #: Values the next node cannot read, as the node a continued run would read them after (``as_node``).
 UNREADABLE = [
+    ("agent_network", {"current_agent": "ghost"}, "route_to_agent",
+     "values.current_agent: network 'research' has no agent 'ghost' to be in control "
+     "(agents: triage, researcher, writer)"),
+    ("agent_network", {"decision": {"action": "USE_TOOL", "action_reasoning": "r",
+                                    "action_details": {"tool": "delete_everything"}}}, "run_agent_step",
+     "values.decision: writer has no tool 'delete_everything'"),
     ("agent_network", {"execution_log": [{"type": "tool", "step": 1}]}, "route_to_agent",
      "values.execution_log[0].tool.epoch: Field required"),
     ("xml_contract", {"proposal": {"blocks": 5}}, "propose_action",
@@ -148,3 +155,26 @@ def test_a_run_goes_on_from_an_edited_proposal(client: TestClient):
     assert client.get(f"/threads/{thread_id}/state").json()["next"] == ["finish_turn"]
     went_on = client.post(f"/threads/{thread_id}/runs/wait", json={"assistant_id": "xml_contract"})
     assert went_on.status_code == 200 and went_on.json()["answer"] == "edited", went_on.text
+
+
+def test_an_agent_network_edit_keeps_the_agent_in_control_one_of_its_network(client: TestClient):
+    thread_id = _thread_of(client, "agent_network")
+    network = client.get(f"/threads/{thread_id}/state").json()["values"]["network"]
+    network["agents"]["researcher"]["routes"] = ["writer", "ghost"]
+    answer = client.post(f"/threads/{thread_id}/state", json={"values": {"network": network}})
+    assert answer.status_code == 422, answer.text
+    assert "values.network.agents.researcher.routes: 'ghost' is not an agent of the network" in answer.text
+    del network["agents"]["writer"]  # the agent in control (the one that answered)
+    for agent in network["agents"].values():
+        agent["routes"] = [route for route in agent["routes"] if route in network["agents"]]
+    answer = client.post(f"/threads/{thread_id}/state", json={"values": {"network": network}})
+    assert answer.status_code == 422, answer.text
+    assert "values.network: network 'research' has no agent 'writer' to be in control" in answer.text
+    both = {"network": network, "current_agent": "researcher"}  # the agent in control changes with it
+    assert client.post(f"/threads/{thread_id}/state", json={"values": both}).status_code == 200
+
+    fresh = client.post("/threads", json={"metadata": {"graph_id": "agent_network"}}).json()["thread_id"]
+    answer = client.post(f"/threads/{fresh}/state", json={"values": {"current_agent": "triage"}})
+    assert answer.status_code == 422, answer.text
+    assert "values.current_agent: the thread has no network yet" in answer.text
+    assert client.post(f"/threads/{fresh}/state", json={"values": {"current_agent": ""}}).status_code == 200

@@ -3,8 +3,9 @@
 ``POST /threads/{id}/state`` becomes one ``aupdate_state`` of the protocol's compiled graph: a new
 checkpoint on top of the thread's latest (or of the one the body names, a fork), as if ``as_node``
 had just run. Values are read against the state's own types first, in full (a field that keeps a model
-as JSON is built as that model, ``Holds``), so a value no node could read is refused naming its field
-instead of being saved for the next run to trip over.
+as JSON is built as that model, ``Holds``), then against what ties them together (the protocol's
+``check_edit``), so a value no node could read is refused naming its field instead of being saved for
+the next run to trip over.
 """
 
 from __future__ import annotations
@@ -119,7 +120,8 @@ async def write_state(
     """Save the body's update on the thread as a new checkpoint; the checkpoint's config, as the API names it.
 
     Everything is checked before anything is written: the values and the node (422), the checkpoint
-    to write on (404), and that no run is going on (409, ``busy`` asks). What LangGraph itself
+    to write on (404), that no run is going on (409, ``busy`` asks), and that the protocol's nodes can
+    follow the values on that checkpoint's state (422, ``ProtocolSpec.check_edit``). What LangGraph itself
     refuses (an update whose node is ambiguous ...) is a 422 too. The routers after ``as_node`` read
     the protocol's limits as a run does: from the Context of the thread's last run (``last_run``; the
     protocol's defaults before any).
@@ -138,6 +140,8 @@ async def write_state(
         )
     config = thread_config(thread.thread_key, checkpoint_id)
     config["configurable"]["checkpoint_ns"] = ""  # the savers write to a namespace: the root graph's
+    if values:  # what ties the fields together, against the state the edit goes on
+        served.spec.check_edit(values, (await graph.aget_state(config)).values or {})
     context = served.context(last_run) if last_run is not None else served.spec.make_context(
         workspace=served.settings.workspace, database=served.settings.checkpointer
     )  # fmt: skip

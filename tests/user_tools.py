@@ -70,3 +70,10 @@ def keyed_append(path: str, seconds: int, context: Annotated[ToolContext, Inject
             ledger.write(f"{key}\n")
     time.sleep(seconds)
     return f"{'already recorded' if done else 'recorded'} {key}"
+
+
+def log_key(path: str, context: Annotated[ToolContext, InjectedToolArg]) -> str:
+    """Append the call's idempotency key to ``path``, every time it runs: a call run twice shows twice."""
+    with open(path, "a", encoding="utf-8") as ledger:
+        ledger.write(f"{context.idempotency_key}\n")
+    return "logged"

@@ -1,15 +1,15 @@
 """Checkpoints: a thread's timeline (paged), one checkpoint's values, and a fork from a checkpoint."""
 
-from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
-from fastapi.sse import EventSourceResponse, ServerSentEvent
+from fastapi.responses import StreamingResponse
+from fastapi.sse import EventSourceResponse
 
 from phasegraph.server.http.auth import Access, Caller
 from phasegraph.server.http.bodies import NAME_IT, NEXT_PAGE_HEADER, ForkRequest, PathId
 from phasegraph.server.http.responses import ID_PATTERN, errors
-from phasegraph.server.http.sse import follow_sse
+from phasegraph.server.http.sse import sse_answers, stream_events
 from phasegraph.server.runs.manager import manager_of
 from phasegraph.server.storage.checkpoints import DEFAULT_PAGE, MAX_PAGE, checkpoint_values, timeline
 from phasegraph.server.storage.records import RequestRecord, only_one
@@ -61,13 +61,12 @@ def checkpoint_routes(caller: Caller) -> APIRouter:
 
     @router.post(
         "/api/threads/{thread_id}/checkpoints/{checkpoint_id}/fork",
-        response_class=EventSourceResponse,
-        responses=errors(400, 404, 409, 413),
+        response_class=StreamingResponse,
+        responses=sse_answers(errors(400, 404, 409, 413)),
     )
     async def fork(
         request: Request, record: Annotated[RequestRecord, Depends(forked)], body: ForkRequest | None = None
-    ) -> AsyncIterator[ServerSentEvent]:
-        async for item in follow_sse(manager_of(request), record, 0, (body or ForkRequest()).on_disconnect):
-            yield item
+    ) -> EventSourceResponse:
+        return stream_events(manager_of(request), record, 0, (body or ForkRequest()).on_disconnect)
 
     return router

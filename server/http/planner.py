@@ -6,18 +6,18 @@ resume, replay and inspection all work); its body adds the seed's ``contextType`
 the caller's projects, with totals and per-group sums computed over every matching row.
 """
 
-from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.sse import EventSourceResponse, ServerSentEvent
+from fastapi.responses import StreamingResponse
+from fastapi.sse import EventSourceResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from phasegraph.nodes.planner.guidance import ContextType, ProfileName
 from phasegraph.server.http.auth import Access
 from phasegraph.server.http.responses import ID_PATTERN, STARTS, errors
-from phasegraph.server.http.sse import follow_sse
+from phasegraph.server.http.sse import sse_answers, stream_events
 from phasegraph.server.runs.manager import manager_of
 from phasegraph.server.storage.records import RequestRecord
 from phasegraph.tools.planning import LedgerFilter, PlanningStore
@@ -90,12 +90,13 @@ def planner_routes(caller: Any) -> APIRouter:
             settings=settings,
         )
 
-    @router.post("/api/agent/stream", response_class=EventSourceResponse, responses=errors(*STARTS))
+    @router.post(
+        "/api/agent/stream", response_class=StreamingResponse, responses=sse_answers(errors(*STARTS))
+    )
     async def agent_stream(
         body: AgentStreamRequest, request: Request, record: Annotated[RequestRecord, Depends(started)]
-    ) -> AsyncIterator[ServerSentEvent]:
-        async for item in follow_sse(manager_of(request), record, 0, body.on_disconnect):
-            yield item
+    ) -> EventSourceResponse:
+        return stream_events(manager_of(request), record, 0, body.on_disconnect)
 
     @router.get("/api/usage", response_model=UsageReportBody, responses=errors(400, 403))
     async def usage(

@@ -1,18 +1,18 @@
 """Requests: ``/api/requests/{id}`` and its trace, stream, resume, pause and cancel."""
 
 import re
-from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Request
-from fastapi.sse import EventSourceResponse, ServerSentEvent
+from fastapi.responses import StreamingResponse
+from fastapi.sse import EventSourceResponse
 
 from phasegraph.nodes.errors import ConflictError, InvalidInputError
 from phasegraph.nodes.models import public_spec
 from phasegraph.server.http.auth import Access, Caller
 from phasegraph.server.http.bodies import NAME_IT, PathId, ResumeFrom, refuse_wide_integers
 from phasegraph.server.http.responses import ControlAnswer, RequestStatus, errors
-from phasegraph.server.http.sse import follow_sse
+from phasegraph.server.http.sse import sse_answers, stream_events
 from phasegraph.server.runs.manager import RunManager, manager_of
 from phasegraph.server.storage.records import RequestRecord, only_one
 
@@ -69,15 +69,16 @@ def request_routes(caller: Caller) -> APIRouter:
 
     @router.get(
         "/api/requests/{request_id}/stream",
-        response_class=EventSourceResponse,
-        responses=errors(404, 409, invalid_input="Last-Event-ID is not the id (seq) of an event"),
+        response_class=StreamingResponse,
+        responses=sse_answers(
+            errors(404, 409, invalid_input="Last-Event-ID is not the id (seq) of an event")
+        ),
     )
     async def follow(
         request: Request, followed: Annotated[tuple[RequestRecord, int], Depends(followed)]
-    ) -> AsyncIterator[ServerSentEvent]:
+    ) -> EventSourceResponse:
         record, after = followed
-        async for item in follow_sse(manager_of(request), record, after, "continue"):
-            yield item
+        return stream_events(manager_of(request), record, after, "continue")
 
     async def resumed(
         request_id: PathId,
@@ -92,14 +93,13 @@ def request_routes(caller: Caller) -> APIRouter:
 
     @router.post(
         "/api/requests/{request_id}/resume",
-        response_class=EventSourceResponse,
-        responses=errors(400, 404, 409, 413),
+        response_class=StreamingResponse,
+        responses=sse_answers(errors(400, 404, 409, 413)),
     )
     async def resume(
         request: Request, record: Annotated[RequestRecord, Depends(resumed)]
-    ) -> AsyncIterator[ServerSentEvent]:
-        async for item in follow_sse(manager_of(request), record, record.last_seq, "stop"):
-            yield item
+    ) -> EventSourceResponse:
+        return stream_events(manager_of(request), record, record.last_seq, "stop")
 
     @router.post(
         "/api/requests/{request_id}/pause",

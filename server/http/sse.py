@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 from fastapi.sse import KEEPALIVE_COMMENT, EventSourceResponse, ServerSentEvent, format_sse_event
@@ -43,8 +43,9 @@ async def follow_sse(
 
 
 def stream_events(
-    manager: RunManager, record: RequestRecord, after: int, on_disconnect: str, headers: Mapping[str, str]
-) -> EventSourceResponse:
+    manager: RunManager, record: RequestRecord, after: int, on_disconnect: str,
+    headers: Mapping[str, str] | None = None,
+) -> EventSourceResponse:  # fmt: skip
     """``follow_sse`` as a response, each event encoded once and those ready together sent in one write.
 
     Keep-alives are what these routes sent when FastAPI streamed them: ``: ping`` every 15 s.
@@ -109,6 +110,11 @@ SSE_DOC = {
         }
     },
 }
+
+
+def sse_answers(answers: dict[int | str, dict[str, Any]]) -> dict[int | str, dict[str, Any]]:
+    """A streaming route's OpenAPI answers: its refusals, and its events as FastAPI documents them."""
+    return {200: {**SSE_DOC, "description": "Successful Response"}, **answers}
 
 
 def sse_response(

@@ -19,7 +19,7 @@ from phasegraph.server.http.auth import Access, Caller
 from phasegraph.server.http.bodies import ChatRequest, ResumeRequest, RunRequest
 from phasegraph.server.http.requests import resume_visible
 from phasegraph.server.http.responses import STARTS, ProtocolInfo, errors
-from phasegraph.server.http.sse import SSE_DOC, stream_events
+from phasegraph.server.http.sse import sse_answers, stream_events
 from phasegraph.server.runs.manager import manager_of
 from phasegraph.server.runs.stops import checked_stops
 from phasegraph.server.storage.records import RequestRecord
@@ -106,7 +106,7 @@ def stream_routes(caller: Caller) -> APIRouter:
     @router.post(
         "/api/chat/messages_two_stage/resume",
         response_class=StreamingResponse,
-        responses=_sse_doc(errors(400, 404, 409, 413)),
+        responses=sse_answers(errors(400, 404, 409, 413)),
     )
     async def resume(
         request: Request, response: Response, record: Annotated[RequestRecord, Depends(resumed)]
@@ -116,12 +116,7 @@ def stream_routes(caller: Caller) -> APIRouter:
     return router
 
 
-def _sse_doc(answers: dict[int | str, dict[str, Any]]) -> dict[int | str, dict[str, Any]]:
-    """The routes' error answers, and the SSE answer FastAPI documents for a route that yields events."""
-    return {200: {**SSE_DOC, "description": "Successful Response"}, **answers}
-
-
-SSE_STARTS = _sse_doc(errors(*STARTS))
+SSE_STARTS = sse_answers(errors(*STARTS))
 
 
 def _require_two_stage(request: Request) -> None:

@@ -12,14 +12,14 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from phasegraph.nodes.errors import ConfigurationError
-from phasegraph.nodes.project_lines import key_line
+from phasegraph.nodes.project_lines import KeyLines
 from phasegraph.tools.mcp.config import COMMENT_KEY, McpConfigError, load_services, parse_services
 from phasegraph.tools.sources import ToolPolicy, ToolSources
 
@@ -106,6 +106,7 @@ class Project:
 
     path: Path
     file: ProjectFile
+    lines: KeyLines = field(compare=False)  # where the text it was read from writes each key
 
     @property
     def folder(self) -> Path:
@@ -144,8 +145,7 @@ class Project:
 
     def where(self, key: tuple[str, ...]) -> str:
         """``file:line: dotted.key`` for a problem with ``key``."""
-        line = key_line(self.path.read_text(encoding="utf-8"), key) if self.path.is_file() else None
-        return f"{self.path.name}{f':{line}' if line else ''}: {'.'.join(key)}"
+        return _where(self.path.name, self.lines.line(key), key)
 
     def model_for(self, protocol: str, role: str = "") -> str | None:
         """The model of a protocol, or of one of its roles.
@@ -221,37 +221,60 @@ def load_project(explicit: str | Path | None = None) -> Project | None:
     cached = _cache.get(path)
     if cached is not None and cached[0] == stamp:
         return cached[1]
-    problems = project_problems(path)
-    if problems:
+    project, problems = _examined(path)
+    if project is None:
         more = f" (and {len(problems) - 1} more: phasegraph config check)" if len(problems) > 1 else ""
         raise ConfigurationError(f"{problems[0]}{more}")
-    project = Project(path, ProjectFile.model_validate(tomllib.loads(path.read_text(encoding="utf-8"))))
     _cache[path] = (stamp, project)
     return project
 
 
 def project_problems(path: Path) -> list[str]:
     """Every problem of the file at ``path``, each as ``file:line: key: what is wrong``."""
+    return _examined(path)[1]
+
+
+def _examined(path: Path) -> tuple[Project | None, list[str]]:
+    """The project the file at ``path`` holds and no problem, or ``None`` and every problem it has."""
+    try:
+        text, data = _read(path)
+    except ConfigurationError as exc:
+        return None, [str(exc)]
+    lines = KeyLines(text)
+    try:
+        project = Project(path, ProjectFile.model_validate(data), lines)
+    except ValidationError as exc:
+        return None, [_problem(path.name, lines, err) for err in exc.errors()]
+    try:
+        project.connections(path.parent)  # the file's folder stands in for a run's workspace
+    except McpConfigError as exc:
+        return None, [str(exc)]
+    return project, []
+
+
+def _read(path: Path) -> tuple[str, dict[str, Any]]:
+    """The text of the file at ``path`` and its TOML data.
+
+    Raises:
+        ConfigurationError: The file cannot be read or is not TOML.
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        return [f"{path.name}: cannot be read ({getattr(exc, 'strerror', None) or type(exc).__name__})"]
+        why = getattr(exc, "strerror", None) or type(exc).__name__
+        raise ConfigurationError(f"{path.name}: cannot be read ({why})") from None
     try:
-        data = tomllib.loads(text)
+        return text, tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        return [f"{path.name}: not valid TOML: {exc}"]
-    try:
-        file = ProjectFile.model_validate(data)
-    except ValidationError as exc:
-        return [_problem(path.name, text, err) for err in exc.errors()]
-    try:
-        Project(path, file).connections(path.parent)  # the file's folder stands in for a run's workspace
-    except McpConfigError as exc:
-        return [str(exc)]
-    return []
+        raise ConfigurationError(f"{path.name}: not valid TOML: {exc}") from None
 
 
-def _problem(name: str, text: str, error: Any) -> str:
+def _where(name: str, line: int | None, key: tuple[str, ...]) -> str:
+    """``file:line: dotted.key`` (no line when the key is not written, no key for the whole file)."""
+    return f"{name}{f':{line}' if line else ''}: {'.'.join(key) or '(top)'}"
+
+
+def _problem(name: str, lines: KeyLines, error: Any) -> str:
     where = tuple(str(part) for part in error["loc"] if part != "[key]")  # a dict key's own problem
     if error["type"] == "extra_forbidden":
         what = "unknown key"
@@ -259,9 +282,7 @@ def _problem(name: str, text: str, error: Any) -> str:
         what = str(error["msg"]).removeprefix("Value error, ")
     else:
         what = f"{error['msg']} (found {error.get('input')!r})"
-    line = key_line(text, where)
-    at = f":{line}" if line is not None else ""
-    return f"{name}{at}: {'.'.join(where) or '(top)'}: {what}"
+    return f"{_where(name, lines.line(where), where)}: {what}"
 
 
 #: Where a relative ``PHASEGRAPH_CONFIG`` and ``./phasegraph.toml`` are looked for: the folder the

@@ -19,28 +19,39 @@ def _parts(dotted: str) -> tuple[str, ...]:
     return tuple(m.group(1) or m.group(2) or m.group(0) for m in _PART.finditer(dotted))
 
 
-def key_line(text: str, path: tuple[str, ...]) -> int | None:
-    """The 1-based line where ``path`` (or its longest prefix that appears) is written, or None."""
-    best: tuple[int, int] | None = None  # (matched length, line)
+class KeyLines:
+    """Where each key of a TOML text is written, found in one pass over the text on the first question.
+
+    A file with thousands of problems asks once per problem: each answer is a few dictionary lookups,
+    not another reading of the file.
+    """
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._first: dict[tuple[str, ...], int] | None = None  # each written key -> its first line
+
+    def line(self, path: tuple[str, ...]) -> int | None:
+        """The 1-based line where ``path`` (or its longest prefix that appears) is written, or None."""
+        if self._first is None:
+            self._first = _index(self._text)
+        for end in range(len(path), 0, -1):
+            found = self._first.get(path[:end])
+            if found is not None:
+                return found
+        return None
+
+
+def _index(text: str) -> dict[tuple[str, ...], int]:
+    """Every key the text writes (with its table's path) and the first line writing it."""
+    first: dict[tuple[str, ...], int] = {}
     table: tuple[str, ...] = ()
     for number, line in enumerate(text.splitlines(), start=1):
         header = _HEADER.match(line)
         if header:
             table = _parts(header.group(1))
-            full = table
-        else:
-            key = _KEY.match(line)
-            if not key:
-                continue
-            full = table + _parts(key.group(1))
-        matched = _common(full, path)
-        if matched and (best is None or matched > best[0]):
-            best = (matched, number)
-    return best[1] if best is not None else None
-
-
-def _common(written: tuple[str, ...], wanted: tuple[str, ...]) -> int:
-    """How much of ``wanted`` the written key covers (0 unless it is a prefix of, or equal to, it)."""
-    if len(written) > len(wanted) or wanted[: len(written)] != written:
-        return 0
-    return len(written)
+            first.setdefault(table, number)
+            continue
+        key = _KEY.match(line)
+        if key:
+            first.setdefault(table + _parts(key.group(1)), number)
+    return first

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,11 +16,13 @@ import pytest
 
 from phasegraph.graphs.registry import get_protocol
 from phasegraph.graphs.run import run
+from phasegraph.nodes import project_lines
 from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.project import load_project, project_problems
 from phasegraph.nodes.trace import MemoryTraceStore
 from phasegraph.nodes.triggered_phase.context import TriggeredPhaseContext
 from phasegraph.nodes.unified.context import UnifiedContext
+from phasegraph.server.cli.project_file import check_project
 from tests.tool_projects import demo_server, write_project, write_script
 
 
@@ -265,6 +268,35 @@ def test_a_missing_servers_file_is_refused(tmp_path: Path):
 def test_a_named_file_that_does_not_exist_is_refused(tmp_path: Path):
     with pytest.raises(ConfigurationError, match="does not exist"):
         TriggeredPhaseContext(project_file=str(tmp_path / "missing.toml"))
+
+
+@pytest.mark.parametrize(
+    ("table", "last"),
+    [("", "phasegraph.toml:4000: key_3999: unknown key"),
+     ("[protocols.unified]\n", "phasegraph.toml:4001: protocols.unified.key_3999: unified has no such")],
+    ids=["file's keys", "protocol settings"],
+)  # fmt: skip
+def test_thousands_of_unknown_keys_read_the_files_lines_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table: str, last: str
+) -> None:
+    """Each problem's line is looked up, not found by reading the file again (4,000 keys took 24 s)."""
+    looked_at = Counting(project_lines._HEADER)
+    monkeypatch.setattr(project_lines, "_HEADER", looked_at)
+    path = _written(tmp_path, table + "".join(f"key_{n} = {n}\n" for n in range(4000)))
+    problems = check_project(path).problems  # the file's own problems, else its protocol settings'
+    assert len(problems) == 4000 and problems[-1].startswith(last)
+    assert looked_at.calls == len(path.read_text(encoding="utf-8").splitlines())  # each line once
+
+
+class Counting:
+    """A compiled pattern whose ``match`` calls are counted."""
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern, self.calls = pattern, 0
+
+    def match(self, text: str) -> re.Match[str] | None:
+        self.calls += 1
+        return self.pattern.match(text)
 
 
 def test_a_changed_file_is_read_again(tmp_path: Path):

@@ -20,6 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.project_lines import KeyLines
+from phasegraph.tools.config_files import read_config_text
 from phasegraph.tools.mcp.config import COMMENT_KEY, McpConfigError, load_services, parse_services
 from phasegraph.tools.sources import ToolPolicy, ToolSources
 
@@ -256,10 +257,11 @@ def _read(path: Path) -> tuple[str, dict[str, Any]]:
     """The text of the file at ``path`` and its TOML data.
 
     Raises:
-        ConfigurationError: The file cannot be read or is not TOML.
+        ConfigurationError: The file cannot be read (missing, no regular file, too large, not UTF-8) or
+            is not TOML.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_config_text(path)
     except (OSError, UnicodeDecodeError) as exc:
         why = getattr(exc, "strerror", None) or type(exc).__name__
         raise ConfigurationError(f"{path.name}: cannot be read ({why})") from None

@@ -23,6 +23,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from phasegraph.nodes.errors import ScriptError
+from phasegraph.tools.config_files import read_config_bytes
 
 #: Size of the pieces a tool call's argument JSON is split into, so consumers see partial JSON.
 ARGS_PIECE_CHARS = 6
@@ -115,7 +116,7 @@ def load_script(path: str | Path) -> Script:
 
 @lru_cache(maxsize=64)
 def _parsed_script(path: str, mtime_ns: int, size: int) -> Script:
-    return Script.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    return Script.model_validate_json(read_config_bytes(path))  # bytes: a bad one is a ValidationError
 
 
 class ScriptedChatModel(BaseChatModel):

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,7 @@ from phasegraph.nodes.trace import MemoryTraceStore
 from phasegraph.nodes.triggered_phase.context import TriggeredPhaseContext
 from phasegraph.nodes.unified.context import UnifiedContext
 from phasegraph.server.cli.project_file import check_project
+from phasegraph.tools.config_files import MAX_CONFIG_BYTES
 from tests.tool_projects import demo_server, write_project, write_script
 
 
@@ -268,6 +270,36 @@ def test_a_missing_servers_file_is_refused(tmp_path: Path):
 def test_a_named_file_that_does_not_exist_is_refused(tmp_path: Path):
     with pytest.raises(ConfigurationError, match="does not exist"):
         TriggeredPhaseContext(project_file=str(tmp_path / "missing.toml"))
+
+
+def _fifo(folder: Path) -> Path:
+    os.mkfifo(folder / "servers.json")
+    return folder / "servers.json"
+
+
+def _sparse(folder: Path) -> Path:
+    with (folder / "servers.json").open("wb") as file:
+        file.truncate(MAX_CONFIG_BYTES + 1)  # no disk used: a hole
+    return folder / "servers.json"
+
+
+@pytest.mark.timeout(60)  # without the check, opening the pipe waits for a writer forever
+@pytest.mark.parametrize(
+    ("named", "why"),
+    [
+        (lambda folder: Path("/dev/null"), "a device, not a regular file"),  # as /dev/zero, with an end
+        (_fifo, "a pipe, not a regular file"),
+        (lambda folder: folder, "a folder, not a regular file"),
+        (_sparse, "larger than 8 MiB"),
+    ],
+    ids=["device", "pipe", "folder", "too large"],
+)
+def test_a_named_file_that_is_no_regular_file_or_too_large_is_a_problem(tmp_path: Path, named: Any, why: str):
+    servers = named(tmp_path)
+    path = write_project(tmp_path, {"mcp_servers": str(servers)})
+    problem = f"{servers.name}: cannot be read ({why})"
+    assert project_problems(path) == [f"phasegraph.toml:1: mcp_servers: {problem}"]
+    assert project_problems(servers) == [problem]  # named as the project file itself
 
 
 @pytest.mark.parametrize(

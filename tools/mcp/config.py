@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from phasegraph.tools.config_files import read_config_text
+
 if TYPE_CHECKING:  # typed dicts only: reading a services file does not load the MCP SDK
     from langchain_mcp_adapters.sessions import (
         Connection,
@@ -64,15 +66,17 @@ def load_services(path: str | Path | None, workspace: Path) -> dict[str, Connect
     """The services configured in ``path``, validated; with ``path`` None, the bundled demo.
 
     Raises:
-        McpConfigError: The file is missing, not JSON, or an entry is invalid.
+        McpConfigError: The file is missing, no regular file, too large, not JSON, or an entry is invalid.
     """
     if path is None:
         return default_services(workspace)
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_config_text(path))
     except OSError as exc:
         raise McpConfigError(f"{path.name}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+    except RecursionError:  # json's parser recurses once per level
+        raise McpConfigError(f"{path.name}: nested too deeply to read") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
         raise McpConfigError(f"{path.name}: not valid JSON{where}") from None

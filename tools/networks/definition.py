@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from phasegraph.tools.config_files import read_config_text
 from phasegraph.tools.networks.errors import NetworkError
 
 #: Names and keys: what a URL, a file name and a prompt can all carry.
@@ -96,7 +97,7 @@ def load_definition(path: str | Path) -> NetworkDefinition:
     if file.suffix.lower() not in (".yaml", ".yml", ".json"):
         raise NetworkError(f"{file.name}: a network file ends in .yaml, .yml or .json")
     try:
-        text = file.read_text(encoding="utf-8")
+        text = read_config_text(file)
     except OSError as exc:
         raise NetworkError(f"{file.name} cannot be read: {exc.strerror or exc}") from None
     if file.suffix.lower() == ".json":

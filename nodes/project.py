@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 FILE_NAME = "phasegraph.toml"
 #: The variable naming a project file elsewhere.
 ENV_VAR = "PHASEGRAPH_CONFIG"
+#: The deepest nesting of tables and arrays a project file may have (deeper is refused, not recursed into).
+MAX_NESTING = 32
 PROTOCOL_IDS = ("triggered_phase", "unified", "goal_pursuit", "agent_network", "xml_contract", "planner")
 #: The roles a protocol gives a model of their own (``[models] "<protocol>.<role>"``).
 ROLES = {
@@ -242,6 +244,10 @@ def _examined(path: Path) -> tuple[Project | None, list[str]]:
     except ConfigurationError as exc:
         return None, [str(exc)]
     lines = KeyLines(text)
+    deep = _too_deep(data)
+    if deep is not None:
+        where = _where(path.name, lines.line(deep), deep[:3])  # the setting whose value nests, not 33 keys
+        return None, [f"{where}: nested deeper than {MAX_NESTING} levels"]
     try:
         project = Project(path, ProjectFile.model_validate(data), lines)
     except ValidationError as exc:
@@ -269,6 +275,26 @@ def _read(path: Path) -> tuple[str, dict[str, Any]]:
         return text, tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigurationError(f"{path.name}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses once per level of nested arrays and inline tables
+        raise ConfigurationError(f"{path.name}: nested deeper than {MAX_NESTING} levels") from None
+
+
+def _too_deep(data: Any) -> tuple[str, ...] | None:
+    """The keys down to a value nested deeper than ``MAX_NESTING`` levels, or None.
+
+    Walked without recursion, so the depth it refuses is never the depth that breaks it; only the keys
+    of tables are kept (an array's index names no line).
+    """
+    stack: list[tuple[tuple[str, ...], Any, int]] = [((), data, 0)]
+    while stack:
+        keys, value, depth = stack.pop()
+        if depth > MAX_NESTING:
+            return keys
+        if isinstance(value, dict):
+            stack += [((*keys, str(key)), item, depth + 1) for key, item in value.items()]
+        elif isinstance(value, list):
+            stack += [(keys, item, depth + 1) for item in value]
+    return None
 
 
 def _where(name: str, line: int | None, key: tuple[str, ...]) -> str:

@@ -272,6 +272,29 @@ def test_a_named_file_that_does_not_exist_is_refused(tmp_path: Path):
         TriggeredPhaseContext(project_file=str(tmp_path / "missing.toml"))
 
 
+#: Project files nested past ``MAX_NESTING``: by arrays (tomllib recurses, 3,000 levels break it), by inline
+#: tables within Python's reach, by one header of 3,000 keys (no recursion at all).
+DEEP = {
+    "arrays": ("model = " + "[" * 3000 + "]" * 3000 + "\n", "phasegraph.toml: nested deeper than 32 levels"),
+    "inline tables": (
+        "[protocols.agent_network]\nsystem_params = " + "{a = " * 40 + "1" + "}" * 40 + "\n",
+        "phasegraph.toml:2: protocols.agent_network.system_params: nested deeper than 32 levels",
+    ),
+    "one header": (
+        "[" + ".".join(["a"] * 3000) + "]\nx = 1\n",
+        "phasegraph.toml: a.a.a: nested deeper than 32 levels",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(DEEP))
+def test_a_file_nested_deeper_than_the_limit_is_one_problem_not_a_recursion_error(tmp_path: Path, case: str):
+    text, expected = DEEP[case]
+    path = _written(tmp_path, text)
+    assert project_problems(path) == [expected]
+    assert _refusal(path) == expected
+
+
 def _fifo(folder: Path) -> Path:
     os.mkfifo(folder / "servers.json")
     return folder / "servers.json"

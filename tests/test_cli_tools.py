@@ -163,6 +163,18 @@ def test_config_check_lists_every_problem_of_a_file(tmp_path: Path):
     ]  # fmt: skip
 
 
+def test_a_scripted_model_naming_a_device_is_a_problem_of_check_and_run(tmp_path: Path):
+    """``scripted:/dev/zero`` grew until killed; /dev/null is the same kind of file, with an end."""
+    path = write_project(tmp_path, {"model": "scripted:/dev/null"})
+    checked = runner.invoke(app, ["config", "check", str(path)])
+    assert checked.exit_code == 2, checked.output
+    assert checked.stdout == (
+        "phasegraph.toml:1: model: cannot read script null: a device, not a regular file\n"
+    )
+    ran = runner.invoke(app, ["run", "triggered_phase", "Hi", "--config", str(path)])
+    assert ran.exit_code == 2 and "phasegraph.toml:1: model: cannot read script null" in ran.stderr
+
+
 def test_config_check_without_a_file_in_force_exits_two(tmp_path: Path):
     result = runner.invoke(app, ["config", "check", str(tmp_path / "missing.toml")])
     assert result.exit_code == 2 and "cannot be read" in result.stdout

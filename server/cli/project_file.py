@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, get_type_hints
@@ -24,9 +24,17 @@ from rich.console import Console
 
 from phasegraph.graphs.registry import PROTOCOLS
 from phasegraph.nodes.context import NOT_FROM_PROJECT
-from phasegraph.nodes.errors import ConfigurationError
+from phasegraph.nodes.errors import ConfigurationError, ScriptError
 from phasegraph.nodes.events import ErrorEvent
-from phasegraph.nodes.project import ENV_VAR, FILE_NAME, Project, load_project, project_path, project_problems
+from phasegraph.nodes.project import (
+    ENV_VAR,
+    FILE_NAME,
+    Project,
+    ProjectFile,
+    load_project,
+    project_path,
+    project_problems,
+)
 from phasegraph.nodes.project import setting_problem as _setting_problem
 from phasegraph.tools.sources import ToolSourceError, load_python_tools
 
@@ -84,6 +92,7 @@ def check_project(path: Path, protocols: Iterable[str] | None = None) -> Check:
     for protocol, settings in project.file.protocols.items():
         if protocol in wanted:
             check.problems += _setting_problems(project, protocol, settings)
+    check.problems += _script_problems(project, set(protocols) if protocols is not None else set(PROTOCOLS))
     check.problems += _python_problems(project, check)
     check.problems += _policy_problems(project, check)
     workspace = project.folder / (project.file.workspace or ".")
@@ -125,6 +134,37 @@ def _setting_problems(project: Project, protocol: str, settings: dict[str, Any])
         if problem is not None:
             problems.append(problem)
     return problems
+
+
+def _script_problems(project: Project, protocols: set[str]) -> list[str]:
+    """Scripts of ``scripted:`` models (the top-level one, and those of ``protocols``) that are no script.
+
+    Each is read as a run would read it, size and kind of file checked first: ``scripted:/dev/zero``
+    is a problem here, not a run that grows until it is killed.
+    """
+    from phasegraph.nodes.scripted import load_script  # LangChain's model classes: only when checking
+
+    problems: list[str] = []
+    for key, spec in _model_specs(project.file, protocols):
+        kind, _, name = spec.partition(":") if isinstance(spec, str) else ("", "", "")
+        if kind != "scripted" or name in ("", "demo"):
+            continue
+        try:
+            load_script(project.folder / name)  # an absolute path stays itself
+        except ScriptError as exc:
+            problems.append(f"{project.where(key)}: {exc}")
+    return problems
+
+
+def _model_specs(file: ProjectFile, protocols: set[str]) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Each model spec the file writes that a run of ``protocols`` may use, with its key."""
+    yield ("model",), file.model
+    for key, spec in file.models.items():
+        if key.split(".")[0] in protocols:
+            yield ("models", key), spec
+    for protocol, table in file.protocols.items():
+        if protocol in protocols:
+            yield ("protocols", protocol, "model"), table.get("model")
 
 
 def _python_problems(project: Project, check: Check) -> list[str]:

@@ -22,7 +22,7 @@ from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.project_lines import KeyLines
 from phasegraph.tools.config_files import read_config_text
 from phasegraph.tools.mcp.config import COMMENT_KEY, McpConfigError, load_services, parse_services
-from phasegraph.tools.sources import ToolPolicy, ToolSources
+from phasegraph.tools.sources import IMPORT_TIMEOUT_SECONDS, ToolPolicy, ToolSources
 
 if TYPE_CHECKING:
     from langchain_mcp_adapters.sessions import Connection
@@ -95,6 +95,9 @@ class ProjectFile(BaseModel):
     call_timeout_seconds: float = Field(
         default=30.0, gt=0, description="Longest MCP call (unless a policy says)."
     )
+    import_timeout_seconds: float = Field(
+        default=IMPORT_TIMEOUT_SECONDS, gt=0, description="Longest import of a Python tool module."
+    )
 
     def model_for(self, protocol: str, role: str = "") -> str | None:
         """The model a protocol (or one of its roles) uses: the role's, the protocol's, the default."""
@@ -128,6 +131,7 @@ class Project:
             policies=dict(self.file.tools),
             connect_timeout_seconds=self.file.connect_timeout_seconds,
             call_timeout_seconds=self.file.call_timeout_seconds,
+            import_timeout_seconds=self.file.import_timeout_seconds,
             folder=self.folder,
         )
 

@@ -163,6 +163,43 @@ def test_config_check_lists_every_problem_of_a_file(tmp_path: Path):
     ]  # fmt: skip
 
 
+#: Python tool modules that try to end the process as they are imported, and what config check says of each.
+ENDING = {
+    "sys.exit(0)": ("import sys\nsys.exit(0)\n", "SystemExit(0)"),
+    "SystemExit(3)": ("raise SystemExit(3)\n", "SystemExit(3)"),  # the approval code, once
+    "KeyboardInterrupt": ("raise KeyboardInterrupt\n", "KeyboardInterrupt"),  # was exit 130
+}
+
+
+@pytest.mark.parametrize("case", list(ENDING))
+def test_a_tool_module_ending_the_process_at_import_is_a_problem_and_exit_two(tmp_path: Path, case: str):
+    code, what = ENDING[case]
+    module = f"ends_at_import_{list(ENDING).index(case)}"  # one per case: sys.modules remembers a name
+    (tmp_path / f"{module}.py").write_text(code, encoding="utf-8")
+    path = write_project(tmp_path, {"python_tools": {"mine": f"{module}:tools"}})
+    result = runner.invoke(app, ["config", "check", str(path)])
+    assert result.exit_code == 2, result.output
+    why = f"cannot import {module!r} (its code raises {what} as it is imported)"
+    assert result.stdout == f"phasegraph.toml:1: python_tools.mine: python tool source 'mine': {why}\n"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["config", "check", "phasegraph.toml"], ["run", "triggered_phase", "Hi", "--config", "phasegraph.toml"],
+     ["serve", "--port", "0", "--config", "phasegraph.toml"]],
+    ids=["config check", "run", "serve"],
+)  # fmt: skip
+def test_a_tool_module_that_hangs_at_import_is_a_problem_after_its_timeout(tmp_path: Path, args: list[str]):
+    """A fresh process: the command must end (exit 2) while the import goes on on its daemon thread."""
+    (tmp_path / "hangs_at_import.py").write_text("import time\ntime.sleep(600)\n", encoding="utf-8")
+    data = {"import_timeout_seconds": 0.5, "python_tools": {"mine": "hangs_at_import:tools"}}
+    write_project(tmp_path, data)
+    done = _cli(tmp_path, *args)
+    assert done.returncode == 2, done.stdout + done.stderr
+    problem = "python tool source 'mine': importing 'hangs_at_import' did not end within 0.5 s"
+    assert f"phasegraph.toml:2: python_tools.mine: {problem}" in done.stdout + done.stderr
+
+
 def test_a_scripted_model_naming_a_device_is_a_problem_of_check_and_run(tmp_path: Path):
     """``scripted:/dev/zero`` grew until killed; /dev/null is the same kind of file, with an end."""
     path = write_project(tmp_path, {"model": "scripted:/dev/null"})

@@ -10,9 +10,11 @@ from __future__ import annotations
 import fnmatch
 import importlib
 import sys
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.tools import BaseTool, tool
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
 POLICY_KEY = "phasegraph_policy"
 #: Key of a tool's ``metadata`` naming the source it came from.
 SOURCE_KEY = "phasegraph_source"
+#: Longest import of a Python tool module (a project file's ``import_timeout_seconds`` says otherwise).
+IMPORT_TIMEOUT_SECONDS = 30.0
 
 #: Argument normalisers a project file may name (for canonical signatures).
 NORMALIZERS: dict[str, ArgNormalizer] = {
@@ -86,6 +90,7 @@ class ToolSources:
     policies: Mapping[str, ToolPolicy] = field(default_factory=dict)  # tool name, glob or source -> policy
     connect_timeout_seconds: float = 20.0
     call_timeout_seconds: float = 30.0
+    import_timeout_seconds: float = IMPORT_TIMEOUT_SECONDS
     folder: Path | None = None  # the project file's: Python tool modules beside it import
 
     @property
@@ -104,14 +109,18 @@ class ToolSources:
         return policy
 
 
-def load_python_tools(source: str, target: str, folder: Path | None = None) -> list[BaseTool]:
+def load_python_tools(
+    source: str, target: str, folder: Path | None = None, timeout: float = IMPORT_TIMEOUT_SECONDS
+) -> list[BaseTool]:
     """The tools ``module:attr`` names: a ``BaseTool``, a list of them, or a function made a tool.
 
     ``folder`` (the project file's) is where a module beside the project file is found: it is put on
-    ``sys.path`` (last: installed packages keep their names).
+    ``sys.path`` (last: installed packages keep their names). The module's import may take ``timeout``
+    seconds.
 
     Raises:
-        ToolSourceError: The path is malformed, does not import, or names something else.
+        ToolSourceError: The path is malformed, does not import (within ``timeout``, or its code tries
+            to end the process), or names something else.
     """
     if folder is not None and str(folder) not in sys.path:
         sys.path.append(str(folder))
@@ -120,12 +129,7 @@ def load_python_tools(source: str, target: str, folder: Path | None = None) -> l
         raise ToolSourceError(
             f"python tool source {source!r}: {target!r} must look like 'package.module:attr'"
         )
-    try:
-        found: Any = importlib.import_module(module_name)
-    except Exception as exc:  # an import runs the module's code: anything may fail
-        raise ToolSourceError(
-            f"python tool source {source!r}: cannot import {module_name!r} ({exc})"
-        ) from None
+    found: Any = _import(source, module_name, timeout)
     for part in attr.split("."):
         if not hasattr(found, part):
             raise ToolSourceError(f"python tool source {source!r}: {module_name!r} has no {attr!r}")
@@ -135,6 +139,44 @@ def load_python_tools(source: str, target: str, folder: Path | None = None) -> l
     if not tools:
         raise ToolSourceError(f"python tool source {source!r}: {target!r} is an empty list")
     return tools
+
+
+def _import(source: str, module_name: str, timeout: float) -> ModuleType:
+    """The module, imported on a daemon thread of its own that is given up after ``timeout`` seconds.
+
+    An import runs the module's code, which may fail, hang, call ``sys.exit`` or raise
+    ``KeyboardInterrupt``: each is a ``ToolSourceError`` here, never the command's own exit. A module
+    given up on keeps importing on its thread, which holds neither the command nor its exit code.
+    """
+    outcome: list[ModuleType | BaseException] = []
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            outcome.append(importlib.import_module(module_name))
+        except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the module's, not ours
+            outcome.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name=f"phasegraph-import-{source}", daemon=True).start()
+    if not done.wait(timeout):
+        raise ToolSourceError(
+            f"python tool source {source!r}: importing {module_name!r} did not end within {timeout:g} s "
+            "(import_timeout_seconds)"
+        )
+    found = outcome[0]
+    if isinstance(found, ModuleType):
+        return found
+    raise ToolSourceError(f"python tool source {source!r}: cannot import {module_name!r} ({_failure(found)})")
+
+
+def _failure(exc: BaseException) -> str:
+    """What a module's import did instead of ending: its error, or its attempt to end the process."""
+    if isinstance(exc, Exception):
+        return str(exc) or type(exc).__name__
+    code = f"({exc.code!r})" if isinstance(exc, SystemExit) else ""  # sys.exit(3) raises SystemExit(3)
+    return f"its code raises {type(exc).__name__}{code} as it is imported"
 
 
 def _as_tool(source: str, target: str, item: Any) -> BaseTool:

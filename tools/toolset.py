@@ -63,7 +63,7 @@ async def open_toolset(
     """
     found: dict[str, tuple[BaseTool, str]] = {item.name: (item, "builtin") for item in own}
     for source, target in sources.python_tools.items():
-        for item in load_python_tools(source, target, sources.folder):
+        for item in load_python_tools(source, target, sources.folder, sources.import_timeout_seconds):
             _add(found, item, f"python:{source}")
     services: McpServices | None = None
     unavailable: dict[str, str] = {}

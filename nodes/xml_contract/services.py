@@ -126,7 +126,7 @@ def _python_tools(sources: ToolSources) -> dict[str, tuple[BaseTool, str]]:
     """The project's Python tools by their own names, with their sources (``python:<source>``)."""
     tools: dict[str, tuple[BaseTool, str]] = {}
     for source, target in sources.python_tools.items():
-        for item in load_python_tools(source, target, sources.folder):
+        for item in load_python_tools(source, target, sources.folder, sources.import_timeout_seconds):
             if item.name in tools:
                 first = tools[item.name][1]
                 raise ToolSourceError(

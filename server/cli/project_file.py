@@ -173,7 +173,7 @@ def _python_problems(project: Project, check: Check) -> list[str]:
     seen: dict[str, str] = {}
     for source, target in project.file.python_tools.items():
         try:
-            tools = load_python_tools(source, target, project.folder)
+            tools = load_python_tools(source, target, project.folder, project.file.import_timeout_seconds)
         except ToolSourceError as exc:
             problems.append(f"{project.where(('python_tools', source))}: {exc}")
             continue

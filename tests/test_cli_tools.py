@@ -466,6 +466,21 @@ def test_serve_refuses_a_malformed_project_before_it_starts(tmp_path: Path):
     assert "phasegraph.toml:3: tools.shout.timeout_seconds" in result.stderr
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("model", ["nosuch:model", "scripted:bad.json"])
+def test_serve_refuses_a_model_it_cannot_make_with_exit_two_however_many_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int, model: str
+):
+    """One worker was refused inside uvicorn's lifespan, and exited 3 (the approval code), not 2."""
+    monkeypatch.setenv("PHASEGRAPH_CHECKPOINTER", f"sqlite:{tmp_path / 'state.db'}")  # workers share it
+    (tmp_path / "bad.json").write_text('{"turns": 5}', encoding="utf-8")
+    path = write_project(tmp_path, {"model": model})
+    result = runner.invoke(app, ["serve", "--config", str(path), "--port", "0", "--workers", str(workers)])
+    assert result.exit_code == 2, result.output
+    why = "model spec 'nosuch:model' does not work" if "nosuch" in model else "bad.json is not a valid script"
+    assert why in result.stderr
+
+
 def test_a_run_on_a_thread_asks_on_the_terminal_and_each_answer_resumes_the_thread(tmp_path: Path):
     repo = git_repository(tmp_path / "repo")
     path, _ = _git_project(tmp_path, _branch_turns(repo))

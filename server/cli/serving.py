@@ -1,11 +1,13 @@
 """``phasegraph serve``: one process, or worker processes sharing one port and one durable database.
 
 Each worker is a whole server (its own run manager, owner id and wake-ups); they coordinate through
-the database exactly as replicas do, so any worker may answer any request. The supervisor checks the
-settings and migrates the database once before it starts them: a worker that could not start would
-be restarted forever, and workers migrating the same sqlite file at once would trip over each other.
-It also makes the private folder the workers share their metrics in, so that whichever worker answers
-``GET /metrics`` counts them all (``phasegraph.nodes.telemetry.shared``), and removes it as it ends.
+the database exactly as replicas do, so any worker may answer any request. The settings are checked
+before uvicorn starts, however many workers: a refusal is exit code 2 with its problems, as ``run``'s
+(a worker that could not start would be restarted forever; a single server refused inside uvicorn's
+lifespan exited 3). With several workers the supervisor also migrates the database once before it
+starts them (workers migrating the same sqlite file at once would trip over each other), and makes the
+private folder they share their metrics in, so that whichever worker answers ``GET /metrics`` counts
+them all (``phasegraph.nodes.telemetry.shared``); it removes the folder as it ends.
 """
 
 from __future__ import annotations
@@ -105,13 +107,13 @@ def serve(host: str, port: int, workers: int | None, log_config: dict[str, Any])
     import uvicorn
 
     from phasegraph.nodes.settings import ServerSettings
+    from phasegraph.server.runs.preflight import check_settings, prepare_database
 
     settings = ServerSettings()
     count = worker_count(settings, workers)
-    if count > 1:
-        from phasegraph.server.runs.preflight import check_settings, prepare_database
-
-        check_settings(settings)
+    # before uvicorn, however many workers: refused inside its lifespan, a single server exits 3
+    check_settings(settings)
+    if count > 1:  # a single server migrates as it starts
         asyncio.run(prepare_database(settings))
     with shared_metrics() if count > 1 else contextlib.nullcontext():
         uvicorn.run(APP, host=host, port=port, workers=count, log_level="info", log_config=log_config,

@@ -123,41 +123,27 @@ def test_page_drives_a_run_end_to_end(servers: Any, tmp_path: Path) -> None:
         page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
 
 
-def test_page_switches_to_the_fallback_route(servers: Any, tmp_path: Path) -> None:
-    """With the two-stage route off, a triggered_phase chat goes to /api/chat/messages (unified)."""
-    server = servers(PHASEGRAPH_TWO_STAGE_ENABLED="false")
-    with open_page() as page:
-        routes: list[str] = []
-        bodies: list[str] = []
-
-        def sent(request: Any) -> None:
-            routes.append(request.url.removeprefix(server.url))
-            if "/api/chat/" in request.url:
-                bodies.append(request.post_data or "")
-
-        page.on("request", sent)
-        page.goto(server.url)
-        expect(page.locator("#protocol option[value='triggered_phase']")).to_have_count(1)
-        page.locator("#protocol").select_option("triggered_phase")
-        notice = page.locator("[data-testid='route-notice']")
-
-        send(page, "What is on the roadmap?")
-        expect(notice).to_have_text("two-stage route is off; using the fallback /api/chat/messages")
-        expect_done(page)
-        expect(page.locator("#chat .note.error")).to_have_count(0)
-
-        # Later triggered_phase chats go straight to the fallback: no second notice. The follow-up continues
-        # the thread there (the demo script answers it with its follow-up turn).
-        send(page, "And again?")
-        expect(page.locator("#chat [data-testid='answer']")).to_have_count(2, timeout=WAIT)
-        expect(page.locator("#status")).to_have_text("done", timeout=WAIT)
-        expect(notice).to_have_count(1)
-        posted = [route for route in routes if route.startswith("/api/chat/")]
-        assert posted == ["/api/chat/messages_two_stage", "/api/chat/messages", "/api/chat/messages"]
-        threads = {json.loads(body)["threadId"] for body in bodies}
-        assert len(bodies) == 3 and len(threads) == 1
-
-        page.screenshot(path=str(tmp_path / "page-fallback.png"), full_page=True)
+def test_the_readme_server_runs_the_protocol_the_page_picks(tmp_path: Path) -> None:
+    """``phasegraph serve`` as the README starts it (no settings, a fresh folder), the page's picker left at
+    its default: the chat runs triggered_phase on its own route, whose duplicate read is refused."""
+    server = Server(env={}, log=tmp_path / "server.log", cwd=tmp_path).start()  # the two-stage route is off
+    try:
+        with open_page() as page:
+            posted: list[str] = []
+            page.on("request", lambda request: posted.append(request.url.removeprefix(server.url)))
+            page.goto(server.url)
+            expect(page.locator("#protocol")).to_have_value("triggered_phase")
+            expect(page.locator("#protocol option[value='triggered_phase']")).to_have_text("triggered_phase")
+            send(page, "Summarise the roadmap in the docs folder.")
+            expect_done(page)
+            chat = page.locator("#chat")
+            expect(chat).to_contain_text("duplicate call refused: read_file")
+            expect(chat.locator(".note.warn")).not_to_contain_text(["fallback"])
+            expect(page.locator("[data-testid='thread-item']").first).to_contain_text("triggered_phase")
+            starts = [route for route in posted if route.split("?")[0].endswith("/stream")]
+            assert starts == ["/api/runs/triggered_phase/stream"], posted
+    finally:
+        server.stop()
 
 
 def test_page_reconnects_after_a_server_crash_and_drops_the_replaced_attempt(

@@ -419,8 +419,9 @@ def test_a_thread_without_checkpoints_says_so(server: Server) -> None:
         assert "view=debug" in page.url
 
 
-def test_breakpoints_do_not_follow_a_chat_to_the_fallback_protocol(tmp_path: Path) -> None:
-    """With the two-stage route off, triggered_phase chats run unified: its breakpoints would name no node."""
+def test_breakpoints_apply_to_a_triggered_phase_chat_with_the_two_stage_route_off(tmp_path: Path) -> None:
+    """The page runs triggered_phase on its own route whatever the two-stage switch, so its breakpoints hold
+    (a chat sent to the legacy route's fallback ran unified, whose nodes they did not name)."""
     server = Server(
         env={
             "PHASEGRAPH_CHECKPOINTER": f"sqlite:{tmp_path / 'state.db'}",
@@ -433,7 +434,8 @@ def test_breakpoints_do_not_follow_a_chat_to_the_fallback_protocol(tmp_path: Pat
             debug(page, server, "triggered_phase")
             page.locator("[data-testid='break-before'][data-node='tool_phase']").check()
             send_from_chat(page)
-            expect(page.locator("#status")).to_have_text("done", timeout=WAIT)
-            expect(page.locator("#chat")).to_contain_text("the breakpoints are not applied")
+            expect(page.locator("#status")).to_have_text("paused", timeout=WAIT)
+            page.locator("[data-testid='tab-debug']").click()
+            expect(page.locator("#debug-status")).to_have_text("paused before tool_phase", timeout=WAIT)
     finally:
         server.stop()

@@ -6,7 +6,7 @@
 
 import { api, enc, newId, useProject, useToken } from "./api.js";
 import { onApprovalAnswer } from "./approval.js";
-import { addUserMessage, chipFor, errorLine, noteLine, relabelTurn, setChip, startTurn } from "./chat.js";
+import { addUserMessage, chipFor, errorLine, noteLine, setChip, startTurn } from "./chat.js";
 import {
   currentProject,
   leaveThread,
@@ -22,38 +22,17 @@ import { loadProtocols, protocolSettings, protocols, restore, save, showProtocol
 import { onFork, openStream, showCheckpoints, showRefusal, state, updateControls } from "./session.js";
 import { deleteThread } from "./threads.js";
 
-// Works for every protocol and is not behind the two-stage flag.
+// Works for every protocol.
 const resumeRoute = (requestId) => `/api/requests/${encodeURIComponent(requestId)}/resume`;
-// The one switch: triggered_phase chats go to the two-stage route until the server says it is off.
-const TWO_STAGE_PROTOCOL = "triggered_phase";
-const TWO_STAGE_ROUTE = "/api/chat/messages_two_stage";
 
-// ---------------------------------------------------------------- the one switch
-
-/** Where a chat for this protocol goes. */
+/**
+ * Where a chat for this protocol goes: the protocol's own streaming route, as the server lists it, so the
+ * protocol picked is the protocol that runs (whatever the server's two-stage switch, which only turns the
+ * legacy /api/chat/messages_two_stage route on or off).
+ */
 function routeFor(protocol) {
-  if (protocol === TWO_STAGE_PROTOCOL) return state.twoStageFallback || TWO_STAGE_ROUTE;
   const spec = protocols.get(protocol);
   return spec ? spec.route : `/api/runs/${enc(protocol)}/stream`;
-}
-
-function turnLabel(protocol, route) {
-  return route === state.twoStageFallback ? `assistant · ${protocol} → ${route}` : `assistant · ${protocol}`;
-}
-
-/** The route the server names when the two-stage route is switched off (404 + "fallback"), else null. */
-function fallbackFrom(refusal, route) {
-  const target = refusal && refusal.body && refusal.body.fallback;
-  const named = typeof target === "string" && target.startsWith("/api/");
-  return route === TWO_STAGE_ROUTE && refusal.status === 404 && named ? target : null;
-}
-
-/** Use the fallback route for this and every later triggered_phase chat; say so once. */
-function switchToFallback(route, protocol) {
-  state.twoStageFallback = route;
-  const notice = noteLine(`two-stage route is off; using the fallback ${route}`, "warn");
-  notice.dataset.testid = "route-notice";
-  relabelTurn(turnLabel(protocol, route));
 }
 
 // ---------------------------------------------------------------- actions
@@ -124,7 +103,7 @@ async function sendOnThread(message, protocol) {
   els.message.value = "";
   addUserMessage(message);
   const route = routeFor(protocol);
-  startTurn(turnLabel(protocol, route));
+  startTurn(`assistant · ${protocol}`);
   setChip("starting…", "running");
   const body = {
     message,
@@ -139,19 +118,7 @@ async function sendOnThread(message, protocol) {
   if (stops.before.length) body.interruptBefore = stops.before;
   if (stops.after.length) body.interruptAfter = stops.after;
   state.starting = false; // the stream's own flag takes over
-  let refusal = await openStream(route, body);
-  const fallback = refusal && fallbackFrom(refusal, route);
-  if (fallback) {
-    // The refused request was never created, so the same request id is free for the retry.
-    switchToFallback(fallback, protocol);
-    if (body.interruptBefore || body.interruptAfter) {
-      // the fallback runs another protocol, whose nodes are not the ones the breakpoints name
-      delete body.interruptBefore;
-      delete body.interruptAfter;
-      noteLine("the breakpoints are not applied: the fallback route runs another protocol's graph", "warn");
-    }
-    refusal = await openStream(fallback, body);
-  }
+  const refusal = await openStream(route, body);
   if (refusal) {
     showRefusal(refusal);
     forgetRequest(madeThread, previous);

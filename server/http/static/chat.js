@@ -132,12 +132,6 @@ export function forgetTurn() {
   current.agentState = null;
 }
 
-/** Rename the current assistant message (the request went to another route than planned). */
-export function relabelTurn(label) {
-  const who = current.turn && current.turn.parentElement.querySelector(".who");
-  if (who) who.textContent = label;
-}
-
 function turn() {
   return current.turn || startTurn();
 }

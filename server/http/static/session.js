@@ -36,7 +36,6 @@ export const state = {
   streaming: false,
   controller: null,
   pausing: false,
-  twoStageFallback: null, // the fallback route, once the two-stage route answered that it is off
 };
 
 export function updateControls() {

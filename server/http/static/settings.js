@@ -7,7 +7,7 @@ import { el, els } from "./dom.js";
 
 const STORAGE = "phasegraph.settings";
 
-/** Protocol id -> {id, seed, summary, route}, as the server last listed them. */
+/** Protocol id -> {id, seed, summary, route}, as the server last listed them (its route runs it). */
 export const protocols = new Map();
 
 function saved() {
@@ -110,8 +110,9 @@ export async function loadProtocols() {
   protocols.clear();
   for (const spec of specs) protocols.set(spec.id, spec);
   const options = specs.map((spec) => {
-    const option = el("option", "", `${spec.id} (seed ${spec.seed})`);
+    const option = el("option", "", spec.id);
     option.value = spec.id;
+    option.title = spec.summary;
     return option;
   });
   els.protocol.replaceChildren(...options);

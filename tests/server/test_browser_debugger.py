@@ -267,8 +267,12 @@ def test_breakpoints_stop_a_replay_where_picked_and_the_replay_is_a_branch(
 def test_the_planners_executor_expands_and_its_run_marks_it(server: Server) -> None:
     with open_page() as page:
         page.set_viewport_size({"width": 1500, "height": 1100})
+        debug(page, server, "triggered_phase")  # no subgraph: nothing to expand
+        expect(page.locator("#graph [data-node='tool_phase']")).to_have_count(1)
+        expect(page.locator("[data-testid='expand-subgraphs']")).to_be_hidden()
         debug(page, server, "planner")
         expect(page.locator("#graph [data-node='execute_plan']")).to_have_count(1)
+        expect(page.locator("[data-testid='expand-subgraphs']")).to_be_visible()
         page.locator("[data-testid='expand-subgraphs']").check()
         cluster = page.locator("#graph [data-testid='graph-cluster'][data-subgraph='execute_plan']")
         expect(cluster).to_have_count(1)

@@ -137,6 +137,7 @@ def test_the_readme_server_runs_the_protocol_the_page_picks(tmp_path: Path) -> N
             send(page, "Summarise the roadmap in the docs folder.")
             expect_done(page)
             chat = page.locator("#chat")
+            assert chat.inner_text().count(ANSWER) == 1  # the answer once: in its box, not also as streamed
             expect(chat).to_contain_text("duplicate call refused: read_file")
             expect(chat.locator(".note.warn")).not_to_contain_text(["fallback"])
             expect(page.locator("[data-testid='thread-item']").first).to_contain_text("triggered_phase")

@@ -60,6 +60,7 @@ import {
 const current = {
   turn: null, // the assistant message body
   text: null, // the text block streamed text is appended to
+  lastText: null, // the turn's latest text block (its final answer, when it streamed one, is shown once)
   tools: new Map(), // callId -> tool line element
   phase: null, // the header of the phase running now (iterating protocols: goal_pursuit)
   blocks: new Map(), // xml_contract: block group ("1.1") -> its box, which holds its calls' lines
@@ -112,6 +113,7 @@ export function startTurn(label) {
   els.chat.append(msg);
   current.turn = body;
   current.text = null;
+  current.lastText = null;
   current.tools = new Map();
   current.phase = null;
   current.blocks = new Map();
@@ -139,6 +141,7 @@ function turn() {
 function appendText(text) {
   if (!current.text) {
     current.text = el("div", "text streaming");
+    current.lastText = current.text;
     turn().append(current.text);
   }
   current.text.append(tag(el("span", "", text)));
@@ -222,6 +225,12 @@ function answerLabel(ev) {
 function showFinal(ev) {
   endText();
   releaseAnswerId();
+  // The answer is shown once, in its box: the text it was streamed as goes (text before it stays).
+  const streamed = current.lastText;
+  if (streamed && streamed.isConnected && streamed.textContent.trim() === String(ev.answer || "").trim()) {
+    streamed.remove();
+  }
+  current.lastText = null;
   const box = el("div", "answer");
   box.id = "answer";
   if (ev.allToolsFailed) box.classList.add("unsupported");

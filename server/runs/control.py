@@ -19,6 +19,7 @@ from phasegraph.nodes.events import Cancelled
 from phasegraph.server.runs.driving import Driver
 from phasegraph.server.runs.engine import SUPERSEDED, Engine
 from phasegraph.server.runs.protocols import Served
+from phasegraph.server.runs.recovery import unsaved_turn
 from phasegraph.server.runs.takeover import TakeOver
 from phasegraph.server.storage.checkpoints import end_of_phase, thread_config
 from phasegraph.server.storage.records import RequestRecord
@@ -56,15 +57,18 @@ class Control:
                 raise ConflictError(f"request {record.request_id!r} changed state meanwhile; try again")
             record = await engine.current(record)
         served = engine.protocols.get(record.protocol)
-        graph_input: Command[Any] | None = None
-        if phase_index is None:
+        graph_input: Command[Any] | dict[str, Any] | None = None
+        latest = await served.graph.aget_state(thread_config(record.thread_key))
+        if phase_index is None and answer is None and (turn := unsaved_turn(record, latest)) is not None:
+            graph_input = turn  # its server died before it saved anything: the turn runs from its start
+        elif phase_index is None:
             graph_input = await answered(served, record, answer)
         elif answer is not None:  # a question an earlier phase's checkpoint asked is answered no more
             raise ConflictError(
                 "an answer goes to the question the run waits on now: send it without resumeFromPhaseIndex"
             )
-        if isinstance(graph_input, Command):  # the question's checkpoint: the latest, required by answered
-            snapshot, fork = await served.graph.aget_state(thread_config(record.thread_key)), False
+        if graph_input is not None:  # the latest checkpoint: the question's (answered) or the turn's start
+            snapshot, fork = latest, False
         else:
             snapshot, fork = await end_of_phase(served.graph, record.thread_key, phase_index)
         if not await engine.store.claim(record, engine.owner, (record.status,)):

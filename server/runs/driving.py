@@ -76,7 +76,8 @@ class Driver:
     ) -> None:  # fmt: skip
         """Emit ``resumed`` and drive the run on from ``snapshot`` (a claimed request).
 
-        ``graph_input`` is ``None`` (on from the checkpoint) or the ``Command`` answering its question.
+        ``graph_input`` is ``None`` (on from the checkpoint), the ``Command`` answering its question, or a
+        turn's input (a turn that saved nothing before a crash, run again from its start).
 
         Work a crash interrupted after the checkpoint is done again, so the event names the seq
         from which the earlier attempt's events are replaced.
@@ -87,8 +88,9 @@ class Driver:
         # A run that stopped at a question (an interrupt) repeats nothing: the step that asked emitted
         # only the question, and it goes on from the answer.
         asked = isinstance(last, Paused) and last.reason == "interrupt"
-        replaces = None if fork or asked else replaced_from(events, snapshot.metadata.get("step"))
-        checkpoint_id = snapshot.config["configurable"]["checkpoint_id"]
+        # a thread with no checkpoint yet (a first turn that saved nothing): all of the attempt is redone
+        replaces = None if fork or asked else replaced_from(events, (snapshot.metadata or {}).get("step", -2))
+        checkpoint_id = (snapshot.config or {}).get("configurable", {}).get("checkpoint_id", "")
         reason = "crashed" if crashed or replaces is not None else "requested"
         last_seq = events[-1].seq if events else 0
         resumed = await self.engine.emit(served, record, Resumed, snapshot.values, seq=last_seq + 1,

@@ -13,8 +13,15 @@ import time
 from typing import Literal
 from uuid import uuid4
 
+from langchain_core.messages import HumanMessage
+from langgraph.types import StateSnapshot
+
 from phasegraph.nodes.events import Event, Resumed
+from phasegraph.server.storage.checkpoints import can_go_on
 from phasegraph.server.storage.records import RequestRecord
+
+#: Where a request started as a user's turn keeps its message (``RequestRecord.options``).
+TURN_MESSAGE = "turn_message"
 
 #: How many times ``orphan_after_seconds`` a live process on this host may stay silent before its runs are
 #: taken over (a worker busy with hundreds of runs heartbeats late; a process that is gone is seen at once).
@@ -86,3 +93,20 @@ def replaced_from(events: list[Event], checkpoint_step: int | None) -> int | Non
         e.seq for e in events if e.seq > start and e.graph_step is not None and e.graph_step > checkpoint_step
     ]
     return min(repeated, default=None)
+
+
+def unsaved_turn(record: RequestRecord, snapshot: StateSnapshot) -> dict[str, list[HumanMessage]] | None:
+    """The input of a user's turn whose run saved nothing before its server died, to run it from its start.
+
+    Checkpoints name the request that saved them (``run_id``). A turn's first checkpoint (its input) is
+    written while its first step runs, so a server killed at once leaves the thread as it was before the
+    turn: nothing to go on from, yet the turn is kept with its request, which re-runs it whole. ``None``
+    for a request that is no turn (its input is not kept), that saved a checkpoint, or whose thread has
+    something to go on with.
+    """
+    message = record.options.get(TURN_MESSAGE)
+    if not isinstance(message, str) or can_go_on(snapshot):
+        return None
+    if (snapshot.metadata or {}).get("run_id") == record.request_id:
+        return None  # it saved its steps: it ran to its end, or its last step's writes are what was lost
+    return {"messages": [HumanMessage(message)]}

@@ -21,6 +21,7 @@ from phasegraph.nodes.models import public_spec
 from phasegraph.server.runs.driving import Driver
 from phasegraph.server.runs.engine import Engine
 from phasegraph.server.runs.protocols import Served
+from phasegraph.server.runs.recovery import TURN_MESSAGE
 from phasegraph.server.storage.checkpoints import require_next, snapshot_at, thread_config
 from phasegraph.server.storage.records import RequestExists, RequestRecord, ThreadBusy, scoped_key
 from phasegraph.server.storage.threads import ThreadRecord, ThreadStore
@@ -70,6 +71,7 @@ class Starter:
         record.options = options or {}
         turn = graph_input is TURN
         if turn:  # a later turn on a thread that waits for an answer (an approval) is refused: 409
+            record.options[TURN_MESSAGE] = message  # kept: a run that saved nothing before a crash re-runs it
             graph_input = {"messages": [HumanMessage(message)]}
             if first is not None:
                 graph_input = await turn_input(served.graph, thread_config(thread_key), message, thread_id)

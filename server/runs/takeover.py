@@ -15,7 +15,7 @@ from typing import Literal
 from phasegraph.nodes.events import Cancelled, ErrorEvent, Event, EventBase, Final, Paused
 from phasegraph.server.runs.driving import Driver
 from phasegraph.server.runs.engine import Engine
-from phasegraph.server.runs.recovery import is_orphaned, owner_gone
+from phasegraph.server.runs.recovery import is_orphaned, owner_gone, unsaved_turn
 from phasegraph.server.storage.checkpoints import can_go_on, thread_config
 from phasegraph.server.storage.records import RequestRecord, Status
 
@@ -53,12 +53,13 @@ class TakeOver:
             return True
         served = engine.protocols.get(record.protocol)
         snapshot = await served.graph.aget_state(thread_config(record.thread_key))
-        if not can_go_on(snapshot):  # saved writes of a step whose next checkpoint was lost still go on
+        turn = unsaved_turn(record, snapshot)  # a turn that saved nothing re-runs from its message
+        if not can_go_on(snapshot) and turn is None:  # saved writes of a step whose checkpoint was lost go on
             await engine.stop(served, record, "failed", ErrorEvent, kind="crashed", message=CANNOT_CONTINUE)
         elif action == "pause":
             await engine.stop(served, record, "paused", Paused, reason="crashed")
         else:
-            await self.driver.restart(served, record, snapshot)
+            await self.driver.restart(served, record, snapshot, graph_input=turn)
         return True
 
     async def recover_orphans(self) -> None:

@@ -180,3 +180,60 @@ def test_a_run_whose_last_steps_writes_were_saved_without_their_checkpoint_is_pa
     assert kept[-1].type == "final" and "two milestones" in kept[-1].answer
     tools = [(e.name, e.call_id) for e in kept if e.type == "tool_result"]
     assert len(tools) == len(set(tools)) and len(before) > 0  # no finished call shown twice
+
+
+def _lose_the_checkpoints_after(database: Path, thread_key_end: str, kept: str | None) -> None:
+    """Make the thread look as a crash leaves it when the turn's first checkpoint was still queued: drop every
+    checkpoint after ``kept`` (every one when ``None``)."""
+    with sqlite3.connect(database) as db:
+        where, args = "thread_id LIKE ? AND checkpoint_id > ?", (f"%/{thread_key_end}", kept or "")
+        db.execute(f"DELETE FROM writes WHERE {where}", args)
+        db.execute(f"DELETE FROM checkpoints WHERE {where}", args)
+
+
+def _newest_checkpoint(database: Path, thread_key_end: str) -> str:
+    with sqlite3.connect(database) as db:
+        [(newest,)] = db.execute(
+            "SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id LIKE ?", (f"%/{thread_key_end}",)
+        ).fetchall()
+    return newest
+
+
+@pytest.mark.parametrize("turn", ["first", "second"])
+def test_a_turn_killed_before_it_saved_anything_is_paused_and_resumes_from_its_message(
+    servers, tmp_path: Path, turn: str
+):
+    env = _env(tmp_path)
+    database, thread, request_id = tmp_path / "crash.db", f"t-{turn}", f"req-unsaved-{turn}"
+    first = servers(**env)
+    kept = None
+    if turn == "second":  # a thread with a finished turn: the killed turn's is the next
+        with httpx.Client(base_url=first.url) as client:
+            body = {"message": "Summarise the roadmap", "threadId": thread}
+            assert stream(client, "POST", RUN, json=body)[-1].type == "final"
+        kept = _newest_checkpoint(database, thread)
+    body = {"message": "Summarise the roadmap", "requestId": request_id, "threadId": thread}
+    with (
+        httpx.Client(base_url=first.url) as client,
+        client.stream("POST", RUN, json=body, timeout=60) as response,
+    ):
+        with pytest.raises(httpx.HTTPError):  # killed at the turn's first text
+            read_sse(response, on_event=lambda event: event.type == "text" and first.kill())
+    _lose_the_checkpoints_after(database, thread, kept)
+
+    restarted = servers(**env)
+    with httpx.Client(base_url=restarted.url) as client:
+        assert client.get(f"/api/requests/{request_id}").json()["status"] == "paused"  # not failed
+        replay = stream(client, "GET", f"/api/requests/{request_id}/stream")
+        assert isinstance(replay[-1], Paused) and replay[-1].reason == "crashed", replay[-2:]
+        after = stream(client, "POST", f"/api/requests/{request_id}/resume", json={})
+        messages = client.get(f"/threads/{thread}/state").json()["values"]["messages"]
+    events = replay + after
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    resumed = after[0]
+    assert isinstance(resumed, Resumed) and resumed.reason == "crashed" and resumed.replaces_from_seq is not None
+    kept_events = _kept(events)
+    assert kept_events[-1].type == "final" and "two milestones" in kept_events[-1].answer
+    assert [e.type for e in kept_events].count("phase_start") == [e.type for e in after].count("phase_start")
+    humans = [m["content"] for m in messages if m["type"] == "human"]
+    assert humans == ["Summarise the roadmap"] * (2 if turn == "second" else 1)  # the turn's message, once

@@ -207,7 +207,11 @@ def test_a_turn_whose_process_died_leaves_the_thread_usable(tmp_path: Path):
     again = _cli(tmp_path, "run", "triggered_phase", "second", "--thread", "killed", "--model", fast,
                  "--workspace", str(tmp_path))  # fmt: skip
     assert again.returncode == 0, again.stdout + again.stderr
-    assert _requests(tmp_path, "killed") == [("triggered_phase", "paused"), ("triggered_phase", "completed")]
+    # the dead turn was paused, then superseded by the next one, which went on from the thread
+    assert _requests(tmp_path, "killed") == [
+        ("triggered_phase", "superseded"),
+        ("triggered_phase", "completed"),
+    ]
     assert _user_messages(tmp_path, "triggered_phase", "killed") == ["first", "second"]
 
 

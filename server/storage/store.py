@@ -133,20 +133,13 @@ class RequestStore:
     async def create(self, record: RequestRecord) -> None:
         """Insert a new request: :class:`RequestExists` or :class:`ThreadBusy` (its thread runs another).
 
-        The insert is the check: of concurrent starts with one id or on one thread, the key and the index
-        of running requests let exactly one in (a read before the insert cannot decide it). The thread's
-        paused requests are ``superseded`` in the same transaction: the new one goes on from where they
-        stopped (answering a question one of them asked, say), so resuming them would continue its work.
+        The insert is the check: of concurrent starts with one id or on one thread, the key and the index of
+        running requests let one in (a read cannot decide it). The thread's paused ones go (``_supersede``).
         """
-        table = requests_table
         try:
             async with self._guard, self.engine.begin() as conn:
-                await conn.execute(table.insert().values(**record.model_dump()))
-                await conn.execute(
-                    table.update()
-                    .where(table.c.thread_key == record.thread_key, table.c.status == "paused")
-                    .values(status="superseded", updated_at=record.created_at)
-                )
+                await conn.execute(requests_table.insert().values(**record.model_dump()))
+                await conn.execute(_supersede(record))
         except sa.exc.IntegrityError:  # the primary key (project/request) or the running-thread index
             if await self.get(record.request_key) is not None:
                 raise RequestExists(record.request_id) from None
@@ -202,11 +195,9 @@ class RequestStore:
 
     async def thread_busy(self, thread_key: str) -> bool:
         """True while a request of the thread is running."""
-        query = sa.select(sa.func.count()).where(
-            requests_table.c.thread_key == thread_key, requests_table.c.status == "running"
-        )
+        running = sa.and_(requests_table.c.thread_key == thread_key, requests_table.c.status == "running")
         async with self._guard, self.engine.connect() as conn:
-            return bool((await conn.execute(query)).scalar())
+            return bool((await conn.execute(sa.select(sa.func.count()).where(running))).scalar())
 
     async def update(self, request_key: str, **fields: Any) -> None:
         """Change fields of a request."""
@@ -355,3 +346,15 @@ class RequestStore:
         async with self._guard, self.engine.connect() as conn:
             rows = (await conn.execute(query)).scalars().all()
         return [TraceEntry.model_validate_json(data) for data in rows]
+
+
+def _supersede(record: RequestRecord) -> sa.Update:
+    """Mark the other paused requests of ``record``'s thread ``superseded``.
+
+    ``record`` goes on from where they stopped (answering a question one of them asked, say), so resuming
+    one of them would continue its work.
+    """
+    table = requests_table
+    others = sa.and_(table.c.thread_key == record.thread_key, table.c.request_key != record.request_key)
+    paused = sa.and_(others, table.c.status == "paused")
+    return table.update().where(paused).values(status="superseded", updated_at=record.created_at)

@@ -231,7 +231,9 @@ def test_a_turn_killed_before_it_saved_anything_is_paused_and_resumes_from_its_m
     events = replay + after
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     resumed = after[0]
-    assert isinstance(resumed, Resumed) and resumed.reason == "crashed" and resumed.replaces_from_seq is not None
+    assert (
+        isinstance(resumed, Resumed) and resumed.reason == "crashed" and resumed.replaces_from_seq is not None
+    )
     kept_events = _kept(events)
     assert kept_events[-1].type == "final" and "two milestones" in kept_events[-1].answer
     assert [e.type for e in kept_events].count("phase_start") == [e.type for e in after].count("phase_start")

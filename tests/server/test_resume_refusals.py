@@ -158,8 +158,9 @@ def test_ag_ui_resume_of_a_paused_run_whose_thread_asked_since_is_refused_and_th
     resume = [{"interruptId": "pause:agui-look", "status": "resolved"}]
     refused = _refusal(client, f"/ag-ui/planner{query}", json=body("agui-again", "go on", resume=resume))
 
-    assert "waits for an approval of its call 'archive_project'" in refused
-    assert client.get(f"/api/requests/agui-look{query}").json()["status"] == "paused"
+    assert "was superseded" in refused and "waits for an approval of its call 'archive_project'" in refused
+    assert question.id in refused  # the interrupt to answer instead
+    assert client.get(f"/api/requests/agui-look{query}").json()["status"] == "superseded"
     answer = [{"interruptId": question.id, "status": "resolved", "payload": "approve"}]
     done = _ag_ui(client, query, body("agui-yes", "Archive Orbit", resume=answer))
     results = [json.loads(e.content)["status"] for e in done if isinstance(e, ToolCallResultEvent)]

@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from phasegraph.server.storage.migrate import alembic_config, upgrade_schema
-from phasegraph.server.storage.records import RequestExists, RequestRecord, ThreadBusy, requests_table
+from phasegraph.server.storage.records import RequestExists, RequestRecord, requests_table
 from phasegraph.server.storage.store import RequestStore
 
 
@@ -54,17 +54,37 @@ async def test_of_runs_started_at_once_on_one_thread_exactly_one_is_stored(store
 
 
 async def test_a_paused_request_resumes_only_while_its_thread_runs_nothing_else(store: RequestStore):
-    paused = [_request("t", status="paused") for _ in range(3)]
-    for record in paused:
-        await store.create(record)
-    outcomes = await _outcomes(*(store.claim(record, "me", ("paused",)) for record in paused))
-    assert outcomes == ["ThreadBusy", "ThreadBusy", "won"]
-    [running] = [r for r in paused if (await store.get(r.request_key)).status == "running"]  # type: ignore[union-attr]
-    with pytest.raises(ThreadBusy, match="thread 't' has a request running"):
-        await store.create(_request("t"))
-    await store.update(running.request_key, status="completed")
-    waiting = next(r for r in paused if r is not running)
-    assert await store.claim(waiting, "me", ("paused",))
+    """Two resumes of a paused request and a new turn on its thread, at once: exactly one runs."""
+    for _ in range(3):
+        paused = _request("t", status="paused")
+        await store.create(paused)
+        outcomes = await _outcomes(
+            store.claim(paused, "me", ("paused",)),
+            store.claim(paused, "me", ("paused",)),
+            store.create(_request("t")),
+        )
+        assert outcomes.count("won") == 1, outcomes
+        [won] = [r for r in await _thread(store, "t") if r.status == "running"]
+        await store.update(won.request_key, status="completed")
+
+
+async def _thread(store: RequestStore, thread_id: str) -> list[RequestRecord]:
+    table = requests_table
+    async with store.engine.connect() as conn:
+        rows = (await conn.execute(table.select().where(table.c.thread_id == thread_id))).all()
+    return [RequestRecord.model_validate(dict(row._mapping)) for row in rows]
+
+
+async def test_a_new_request_supersedes_the_other_paused_requests_of_its_thread(store: RequestStore):
+    older, other_thread = _request("t", status="paused"), _request("u", status="paused")
+    await store.create(older)
+    await store.create(other_thread)
+    newer = _request("t")
+    await store.create(newer)
+    statuses = {r.request_key: r.status for r in await _thread(store, "t") + await _thread(store, "u")}
+    assert statuses == {older.request_key: "superseded", other_thread.request_key: "paused",
+                        newer.request_key: "running"}  # fmt: skip
+    assert not await store.claim(older, "me", ("paused",))  # it is not resumed any more
 
 
 def test_a_database_with_several_running_requests_on_a_thread_keeps_the_newest_running(tmp_path: Path):

@@ -15,6 +15,7 @@ from fastapi.sse import ServerSentEvent
 from langgraph.types import Command, StateSnapshot
 
 from phasegraph.graphs.registry import PROTOCOLS
+from phasegraph.nodes.approval import waits_for
 from phasegraph.nodes.errors import ConflictError, InvalidInputError, NotFoundError
 from phasegraph.nodes.events import TextChunk, parse_event
 from phasegraph.server.http.ag_ui.approvals import approval_answer, is_approval, waiting_approvals
@@ -263,6 +264,8 @@ async def _continue_paused(
     record = await manager.store.get(scoped_key(project_id, request_id))
     if record is None or record.thread_id != body.thread_id or record.protocol != served.id:
         raise NotFoundError(f"thread {body.thread_id!r} has no open interrupt {entry.interrupt_id!r}")
+    if record.status == "superseded":
+        raise ConflictError(await _superseded(served, record))
     if record.status != "paused":
         raise ConflictError(f"request {request_id!r} is {record.status}, not paused: nothing to resume")
     if entry.payload is not None:
@@ -273,6 +276,15 @@ async def _continue_paused(
     else:
         await manager.resume(record, None)
     return _Run(record, served, record.last_seq)
+
+
+async def _superseded(served: Served, record: RequestRecord) -> str:
+    """Why a superseded request is not resumed, and what its thread waits for now, if anything."""
+    said = f"request {record.request_id!r} was superseded: a later run on thread {record.thread_id!r} went on"
+    interrupts = (await served.graph.aget_state(thread_config(record.thread_key))).interrupts
+    if interrupts:
+        said += f"; the thread {waits_for(interrupts[0].value)} (interrupt {interrupts[0].id!r}): answer that"
+    return said
 
 
 async def _stream(manager: RunManager, run: _Run, parent_run_id: str | None) -> AsyncIterator[BaseEvent]:

@@ -216,9 +216,9 @@ def test_a_turn_killed_before_it_saved_anything_is_paused_and_resumes_from_its_m
     with (
         httpx.Client(base_url=first.url) as client,
         client.stream("POST", RUN, json=body, timeout=60) as response,
-    ):
-        with pytest.raises(httpx.HTTPError):  # killed at the turn's first text
-            read_sse(response, on_event=lambda event: event.type == "text" and first.kill())
+        pytest.raises(httpx.HTTPError),
+    ):  # killed at the turn's first text
+        read_sse(response, on_event=lambda event: event.type == "text" and first.kill())
     _lose_the_checkpoints_after(database, thread, kept)
 
     restarted = servers(**env)

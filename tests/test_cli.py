@@ -1,13 +1,14 @@
-"""The phasegraph command: --json parsed back into the event union, exit codes, listings."""
+"""The phasegraph command: --json parsed back into the event union, exit codes, listings, help."""
 
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from phasegraph.nodes.events import Final, parse_event
-from phasegraph.server.cli.main import app
+from phasegraph.server.cli.main import COMMANDS, app
 from tests.fake_openai import error, fake_openai, tool_reply
 from tests.helpers import turn, write_script
 
@@ -247,3 +248,22 @@ def test_network_publish_makes_the_databases_folder_and_reports_what_it_cannot_s
         app, ["network", "publish", EXAMPLE, "--database", "postgresql://who:s3cret@127.0.0.1:1/none"]
     )
     assert hidden.exit_code == 1 and "s3cret" not in hidden.output and "***" in hidden.stderr
+
+
+def _command_paths() -> list[list[str]]:
+    """Every command's words: the root, each sub-command, and each sub-command of a group."""
+    paths: list[list[str]] = [[]]
+    for name, entry in COMMANDS.items():
+        paths.append([name])
+        command = entry.load(name)
+        paths += [[name, sub] for sub in getattr(command, "commands", {})]
+    return paths
+
+
+@pytest.mark.parametrize("words", _command_paths(), ids=lambda words: " ".join(words) or "phasegraph")
+def test_help_shows_no_type_after_a_flag(words: list[str]):
+    shown = runner.invoke(app, [*words, "--help"], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    assert "--help" in shown.stdout and "<bool>" not in shown.stdout, shown.stdout
+    # shell completion is installed for the whole command, so only the root offers it
+    assert ("--install-completion" in shown.stdout) == (words == []), shown.stdout

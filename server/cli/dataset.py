@@ -11,11 +11,12 @@ from rich.console import Console
 
 from phasegraph.nodes.dataset import export
 from phasegraph.nodes.settings import run_settings
+from phasegraph.server.cli.main import Command, Group
 
-dataset_app = typer.Typer(help="Training data the runs logged (one JSON line per iteration).")
+dataset_app = typer.Typer(cls=Group, help="Training data the runs logged (one JSON line per iteration).")
 
 
-@dataset_app.command("export")
+@dataset_app.command("export", cls=Command)
 def export_command(
     out: Annotated[Path, typer.Option(help="The JSONL file to write.")] = Path("dataset.jsonl"),
     since: Annotated[

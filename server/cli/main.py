@@ -16,6 +16,34 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 
+def _untyped_flags(params: list[Any]) -> list[Any]:
+    """``params``, each flag without a type in the help: ``--json``, not ``--json <bool>``.
+
+    Typer's help shows every option's type, a flag's too, though a flag takes no value; an empty
+    metavar leaves the type column blank (a flag is never parsed with a metavar).
+    """
+    for param in params:
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
+    return params
+
+
+class Command(TyperCommand):
+    """A sub-command whose help lists its flags without a type (``cls=`` of every command)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        """The command's parameters, its help option included."""
+        return _untyped_flags(super().get_params(ctx))
+
+
+class Group(TyperGroup):
+    """A group of sub-commands whose help lists its flags without a type (``cls=`` of every group)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        """The group's parameters, its help option included."""
+        return _untyped_flags(super().get_params(ctx))
+
+
 @dataclass(frozen=True)
 class Entry:
     """Where a sub-command is defined (``module:attribute`` in ``phasegraph.server.cli``), and its summary.
@@ -33,9 +61,9 @@ class Entry:
         target = getattr(importlib.import_module(f"phasegraph.server.cli.{module}"), attribute)
         if isinstance(target, typer.Typer):  # a group, even of one command (``config check``)
             command: Any = typer.main.get_group(target)
-        else:
-            single = typer.Typer()
-            single.command(name)(target)
+        else:  # completion is installed for the whole command: only the root offers it
+            single = typer.Typer(add_completion=False)
+            single.command(name, cls=Command)(target)
             command = typer.main.get_command(single)
         command.name = name
         return command
@@ -82,7 +110,7 @@ COMMANDS: dict[str, Entry] = {
 }
 
 
-class LazyCommands(TyperGroup):
+class LazyCommands(Group):
     """A group that lists its sub-commands by name and summary, and imports one only when it is chosen.
 
     Click's lazy-loading pattern: the listing (``--help``, suggestions for a misspelt name) reads

@@ -13,6 +13,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from phasegraph.nodes.agent_network.tools import compile_for_project
 from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.settings import ServerSettings
+from phasegraph.server.cli.main import Command, Group
 from phasegraph.server.storage.store import RequestStore
 from phasegraph.tools.database import public_database
 from phasegraph.tools.networks import (
@@ -24,7 +25,9 @@ from phasegraph.tools.networks import (
     open_network_store,
 )
 
-network_app = typer.Typer(help="Validate, publish and list agent networks (protocol agent_network).")
+network_app = typer.Typer(
+    cls=Group, help="Validate, publish and list agent networks (protocol agent_network)."
+)
 
 Database = Annotated[
     str | None,
@@ -41,7 +44,7 @@ Config = Annotated[
 ]
 
 
-@network_app.command("validate")
+@network_app.command("validate", cls=Command)
 def validate_command(
     file: Annotated[str, typer.Argument(help="Network file (.yaml, .yml or .json).")],
     config: Config = "",
@@ -56,7 +59,7 @@ def validate_command(
     )
 
 
-@network_app.command("publish")
+@network_app.command("publish", cls=Command)
 def publish_command(
     file: Annotated[str, typer.Argument(help="Network file (.yaml, .yml or .json).")],
     project: Project = "default",
@@ -76,7 +79,7 @@ def publish_command(
     )
 
 
-@network_app.command("list")
+@network_app.command("list", cls=Command)
 def list_command(project: Annotated[str | None, typer.Option(help="Only this project.")] = None,
                  database: Database = None) -> None:  # fmt: skip
     """List the published networks, each with its latest version."""

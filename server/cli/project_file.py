@@ -36,6 +36,7 @@ from phasegraph.nodes.project import (
     project_problems,
 )
 from phasegraph.nodes.project import setting_problem as _setting_problem
+from phasegraph.server.cli.main import Command, Group
 from phasegraph.tools.sources import ToolSourceError, load_python_tools
 
 ConfigOption = Annotated[
@@ -47,7 +48,7 @@ ConfigOption = Annotated[
     ),
 ]
 
-config_app = typer.Typer(help="The project file (phasegraph.toml).", no_args_is_help=True)
+config_app = typer.Typer(cls=Group, help="The project file (phasegraph.toml).", no_args_is_help=True)
 
 
 @dataclass
@@ -250,7 +251,7 @@ def _refuse(path: Path, problems: list[str], json_lines: bool) -> None:
     raise typer.Exit(2)
 
 
-@config_app.command("check")
+@config_app.command("check", cls=Command)
 def check_command(
     file: Annotated[
         str | None,

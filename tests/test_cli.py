@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -248,6 +249,12 @@ def test_network_publish_makes_the_databases_folder_and_reports_what_it_cannot_s
         app, ["network", "publish", EXAMPLE, "--database", "postgresql://who:s3cret@127.0.0.1:1/none"]
     )
     assert hidden.exit_code == 1 and "s3cret" not in hidden.output and "***" in hidden.stderr
+
+
+def test_version_prints_the_installed_version():
+    shown = runner.invoke(app, ["--version"])
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout == f"phasegraph {version('phasegraph')}\n"
 
 
 def _command_paths() -> list[list[str]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -135,8 +135,27 @@ app = typer.Typer(
 )
 
 
+def _print_version(asked: bool) -> None:
+    """``--version``: print ``phasegraph <version>`` from the installed package's metadata, and exit 0."""
+    if not asked:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("phasegraph")
+    except PackageNotFoundError:  # imported from a source tree that was never installed
+        installed = "unknown (not installed)"
+    print(f"phasegraph {installed}")
+    raise typer.Exit()
+
+
 @app.callback()
-def _configure() -> None:
+def _configure(
+    _version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the version and exit.", is_eager=True, callback=_print_version),
+    ] = False,
+) -> None:
     """Set up logging (PHASEGRAPH_LOG_FORMAT) before a sub-command runs; exit 2 when it cannot be."""
     from phasegraph.nodes.errors import PhasegraphError
     from phasegraph.nodes.logs import configure_logging

@@ -1,7 +1,8 @@
 """What each entry point imports, read from ``sys.modules`` of a fresh interpreter (never by timing).
 
-``import phasegraph`` and ``phasegraph --help`` load no provider SDK, database layer, web framework,
-MCP SDK or OpenTelemetry SDK; a demo run loads what a run needs and none of the server's libraries.
+``import phasegraph``, ``phasegraph --help`` and ``phasegraph --version`` load no provider SDK, database
+layer, web framework, MCP SDK or OpenTelemetry SDK; a demo run loads what a run needs and none of the
+server's libraries.
 """
 
 from __future__ import annotations
@@ -79,8 +80,9 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
         _ = phasegraph.nope  # type: ignore[attr-defined]
 
 
-def test_help_loads_typer_only(tmp_path) -> None:
-    modules = _modules(_cli("--help"), cwd=str(tmp_path))
+@pytest.mark.parametrize("option", ["--help", "--version"])
+def test_help_and_version_load_typer_only(tmp_path, option: str) -> None:
+    modules = _modules(_cli(option), cwd=str(tmp_path))
     assert _loaded(modules, HEAVY) == []
     assert _loaded(modules, ("langgraph", "langchain_core", "pydantic")) == []
     assert sorted(m for m in modules if m.startswith("phasegraph.")) == [

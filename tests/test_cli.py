@@ -139,6 +139,18 @@ def test_human_output_shows_phases(workspace: Path):
         assert fragment in result.stdout
 
 
+DEMO = "Summarise the roadmap in the docs folder."  # the README's demo (make demo)
+
+
+def test_the_demo_prints_its_answer_once():
+    answer = _events(runner.invoke(app, ["run", "triggered_phase", DEMO, "--json"]).stdout)[-1].answer
+    shown = runner.invoke(app, ["run", "triggered_phase", DEMO], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    first = answer.split(". ")[0]  # a panel would wrap the answer: its first sentence fits a line
+    assert shown.stdout.count(first) == 1, shown.stdout
+    assert "final answer" in shown.stdout  # the run still says how it ended
+
+
 def test_goal_pursuit_runs_offline_with_readable_progress_and_json_lines():
     goal = "The Grey Fox found her compass: give it back to her and note it in chapter 3."
     result = runner.invoke(app, ["run", "goal_pursuit", goal])

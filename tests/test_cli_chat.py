@@ -26,6 +26,7 @@ from rich.console import Console
 from phasegraph.graphs.registry import PROTOCOLS, get_protocol
 from phasegraph.nodes.events import Final, TextChunk
 from phasegraph.server.cli.chat import ChatRenderer
+from phasegraph.server.cli.render import EventRenderer
 from phasegraph.server.storage.checkpoints import thread_config
 from phasegraph.server.storage.persistence import open_checkpointer
 from phasegraph.server.storage.records import scoped_key
@@ -301,6 +302,7 @@ def test_the_server_and_the_command_take_turns_on_one_thread(tmp_path: Path):
     assert _requests(tmp_path, "shared") == [("triggered_phase", "completed")] * 3
 
 
+@pytest.mark.parametrize("renderer_class", [ChatRenderer, EventRenderer], ids=["chat", "run"])
 @pytest.mark.parametrize(
     ("streamed", "answer"),
     [
@@ -309,9 +311,11 @@ def test_the_server_and_the_command_take_turns_on_one_thread(tmp_path: Path):
         ([], "Built from the results."),  # nothing streamed (a fallback answer)
     ],
 )
-def test_the_chat_shows_each_answer_once_streamed_or_not(streamed: list[str], answer: str):
+def test_each_answer_is_shown_once_streamed_or_not(
+    streamed: list[str], answer: str, renderer_class: type[EventRenderer]
+):
     console = Console(record=True, width=200)
-    renderer = ChatRenderer(console)
+    renderer = renderer_class(console)
     envelope = {"request_id": "r", "project_id": "p", "protocol": "planner"}
     for seq, text in enumerate(streamed, 1):
         renderer(TextChunk(seq=seq, text=text, **envelope))

@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 
 from phasegraph.nodes.errors import ConflictError, PhasegraphError
-from phasegraph.nodes.events import Event, Final, PhaseEnd, PhaseStart, TextChunk
+from phasegraph.nodes.events import Event, Final, PhaseEnd, PhaseStart
 from phasegraph.server.cli.approvals import Approval, Approvals, ApproveAllOption
 from phasegraph.server.cli.durable import DurableRuns
 from phasegraph.server.cli.options import (
@@ -185,16 +185,10 @@ class _Lines:
 class ChatRenderer(EventRenderer):
     """A turn as a chat shows it: the assistant's text, compact tool lines, the answer once."""
 
-    def __init__(self, console: Console) -> None:
-        super().__init__(console)
-        self._said = ""  # the text streamed this turn
-
     def __call__(self, event: Event) -> None:
         """Render one event; phase boundaries are left out, and a streamed answer is not repeated."""
         if isinstance(event, PhaseStart | PhaseEnd):
             return
-        if isinstance(event, TextChunk):
-            self._said += event.text
         if isinstance(event, Final):
             self._final(event)
             return
@@ -205,7 +199,7 @@ class ChatRenderer(EventRenderer):
             self.console.print()
             self._in_text = False
         # an answer the turn did not end by streaming (a fallback, a question after a preamble) is news
-        if not self._said.strip().endswith(event.answer.strip()):
+        if not self.streamed(event.answer):
             self.console.print(event.answer, markup=False, highlight=False)
         if event.all_tools_failed:
             self.console.print("[yellow](every tool call failed; the answer rests on no tool output)[/]")

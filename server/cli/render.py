@@ -53,17 +53,19 @@ _PHASE_STYLE = {
 
 
 class EventRenderer:
-    """Prints each event as it arrives; text chunks flow inline."""
+    """Prints each event as it arrives; text chunks flow inline, and the answer is shown once."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
         self._in_text = False
         self._asked = False  # the last event asked for an approval
+        self._said: list[str] = []  # the text streamed so far
 
     def __call__(self, event: Event) -> None:
         """Render one event."""
         if isinstance(event, TextChunk):
             self.console.print(event.text, end="", markup=False, highlight=False)
+            self._said.append(event.text)
             self._in_text = True
             return
         if self._in_text:
@@ -140,20 +142,7 @@ class EventRenderer:
             case BudgetExhaustedEvent():
                 return f"[yellow]! {event.budget} budget exhausted ({event.used}/{event.limit})[/]"
             case Final():
-                title = "final answer (fallback)" if event.fallback else "final answer"
-                if event.all_tools_failed:
-                    title += " - every tool call failed; it rests on no tool output"
-                border = "yellow" if event.all_tools_failed else "green"
-                if event.agent:
-                    title += f" from {event.agent}"
-                self.console.print(Panel(event.answer, title=title, border_style=border))
-                if event.usage:
-                    usage = event.usage
-                    return (
-                        f"[dim]{usage['calls']} model call(s), {usage['inputTokens']} in / "
-                        f"{usage['outputTokens']} out tokens, ${usage['costUsd']:.6f}[/]"
-                    )
-                return None
+                return self._final_lines(event)
             case Paused() | Cancelled():
                 return _stop_line(event)
             case ErrorEvent():
@@ -162,6 +151,29 @@ class EventRenderer:
                 )
                 return f"[bold red]error ({event.kind}): {event.message}[/]{steps}"
         return None
+
+    def streamed(self, answer: str) -> bool:
+        """Whether the text streamed so far ends with ``answer``: the reader has seen it."""
+        return "".join(self._said).strip().endswith(answer.strip())
+
+    def _final_lines(self, event: Final) -> str | None:
+        """The answer in a panel, unless it was streamed; then what the run cost, when it is known."""
+        title = "final answer (fallback)" if event.fallback else "final answer"
+        if event.agent:
+            title += f" from {event.agent}"
+        warning = " - every tool call failed; it rests on no tool output" if event.all_tools_failed else ""
+        border = "yellow" if event.all_tools_failed else "green"
+        if event.answer.strip() and self.streamed(event.answer):  # shown once: the text above ends with it
+            self.console.print(f"[bold {border}]✔ {title}: the text above{warning}[/]", highlight=False)
+        else:  # a fallback, an answer assembled after the stream, a question after a preamble
+            self.console.print(Panel(event.answer, title=title + warning, border_style=border))
+        if not event.usage:
+            return None
+        usage = event.usage
+        return (
+            f"[dim]{usage['calls']} model call(s), {usage['inputTokens']} in / "
+            f"{usage['outputTokens']} out tokens, ${usage['costUsd']:.6f}[/]"
+        )
 
 
 def _session_line(event: Session | LastTurnContext | AgentState) -> str | None:

@@ -279,6 +279,26 @@ def test_chat_on_a_thread_waiting_for_an_approval_asks_for_it_first(tmp_path: Pa
     assert _requests(tmp_path, "waits")[-1] == ("unified", "completed")  # the answer ran the call
 
 
+def test_a_rejected_call_is_shown_as_rejected_not_as_run(tmp_path: Path):
+    (tmp_path / "reject_tools.py").write_text(
+        'def archive_everything(reason: str) -> str:\n    """Archive every file."""\n    return "archived"\n'
+    )
+    archive = _script(tmp_path, "archive", turn("", ("archive_everything", {"reason": "tidy"})),
+                      turn("Not archived."))  # fmt: skip
+    tools = {"python_tools": {"archive_everything": "reject_tools:archive_everything"},
+             "tools": {"archive_everything": {"confirm": True}}}  # fmt: skip
+    on_thread = ["--thread", "no", "--model", archive, "--config", str(write_project(tmp_path, tools))]
+    asked = _cli(tmp_path, "run", "triggered_phase", "Archive it", "--json", *on_thread)
+    assert asked.returncode == 3, asked.stdout + asked.stderr
+    answer = '{"decision": "reject", "reason": "not now"}'
+    rejected = _cli(tmp_path, "run", "triggered_phase", "--resume", answer, *on_thread)
+    assert rejected.returncode == 0, rejected.stdout + rejected.stderr
+    shown = rejected.stdout
+    assert "✗ rejected archive_everything: not now" in shown, shown  # the person's answer
+    assert 'archive_everything(reason="tidy") rejected, not run' in shown, shown  # where it would run
+    assert "→ archive_everything" not in shown and "archive_everything in" not in shown, shown  # no run
+
+
 def test_the_server_and_the_command_take_turns_on_one_thread(tmp_path: Path):
     first = _cli(tmp_path, "run", "triggered_phase", "Summarise the roadmap", "--thread", "shared")
     assert first.returncode == 0, first.stderr

@@ -60,6 +60,7 @@ class EventRenderer:
         self._in_text = False
         self._asked = False  # the last event asked for an approval
         self._said: list[str] = []  # the text streamed so far
+        self._rejected: set[str] = set()  # ids of the calls a person rejected, until their result
 
     def __call__(self, event: Event) -> None:
         """Render one event."""
@@ -68,6 +69,8 @@ class EventRenderer:
             self._said.append(event.text)
             self._in_text = True
             return
+        if isinstance(event, ApprovalAnswered) and event.decision == "reject":
+            self._rejected.add(event.call_id)  # its tool_call and tool_result follow: it never ran
         if self._in_text:
             self.console.print()
             self._in_text = False
@@ -123,9 +126,14 @@ class EventRenderer:
             case StepComplete():
                 mark = {"ok": "[green]✓", "error": "[red]✗", "skipped": "[yellow]↷"}[event.status]
                 return f"  {mark} step {event.step_id} {event.status}[/]"
+            case ToolCall() if event.call_id in self._rejected:
+                return f"  [red]✗ {event.name}({_args(event.args)}) rejected, not run[/]"
             case ToolCall():
                 step = f"{event.step_index}. " if event.step_index is not None else ""
                 return f"  [magenta]→ {step}{event.name}[/]({_args(event.args)})"
+            case ToolResultEvent() if event.call_id in self._rejected:
+                self._rejected.discard(event.call_id)  # its error is the refusal the model reads
+                return None
             case ToolResultEvent():
                 mark = "[green]✓[/]" if event.status == "ok" else f"[red]✗ {event.error}[/]"
                 output = f"\n[dim]{event.output}[/]" if event.output else ""

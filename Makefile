@@ -19,7 +19,7 @@ BIN := $(VENV)/bin
 # langgraph dev lives apart: its server's pins clash with the dev tools (see pyproject.toml).
 STUDIO_VENV := .venv-studio
 
-.PHONY: demo test check coverage lint docs studio bench clean
+.PHONY: demo test check coverage lint docs notebooks studio bench clean
 
 # A stamp, not bin/phasegraph: installing an extra rewrites that script, which made every later `make test`
 # install both extras again.
@@ -37,6 +37,10 @@ $(VENV)/.dev: $(VENV)/.base
 
 $(VENV)/.bench: $(VENV)/.base
 	$(BIN)/pip install $(PIP_QUIET) -e '.[bench]'
+	@touch $@
+
+$(VENV)/.notebooks: $(VENV)/.base
+	$(BIN)/pip install $(PIP_QUIET) -e '.[notebooks]'
 	@touch $@
 
 $(STUDIO_VENV)/bin/langgraph: pyproject.toml
@@ -90,6 +94,12 @@ lint: $(VENV)/.dev
 # docs/ as a site in site/ (mkdocs.yml); --strict: a broken link or anchor fails the build.
 docs: $(VENV)/.dev
 	$(BIN)/mkdocs build --strict
+
+# JupyterLab on notebooks/, in the browser; it runs until stopped (Ctrl-C), so the suite never starts it
+# (tests/test_notebooks.py executes the notebooks with nbclient). Jupyter refuses to run as root unless told
+# to, and root is who runs make on CI machines and containers.
+notebooks: $(VENV)/.notebooks
+	$(BIN)/jupyter lab notebooks/$(if $(filter 0,$(shell id -u)), --allow-root)
 
 studio: $(STUDIO_VENV)/bin/langgraph
 	$(STUDIO_VENV)/bin/langgraph dev

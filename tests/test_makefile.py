@@ -1,4 +1,5 @@
-"""``make`` finds a Python 3.11 or newer by itself, and says what it needs when there is none.
+"""``make`` finds a Python 3.11 or newer by itself, says what it needs when there is none, and installs
+only what a target needs.
 
 Each case runs the real Makefile in an empty folder whose ``PATH`` holds only what the case names.
 """
@@ -10,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 MAKEFILE = Path(__file__).parents[1] / "Makefile"
@@ -74,3 +76,17 @@ def test_a_built_environment_is_not_installed_again(tmp_path: Path) -> None:
     done = _make(tmp_path, "--dry-run", "test")
     assert done.returncode == 0, done.stderr
     assert not [line for line in done.stdout.splitlines() if "install" in line], done.stdout
+
+
+def test_make_notebooks_installs_jupyterlab_and_opens_the_notebooks_folder(tmp_path: Path) -> None:
+    # Only a dry run: the real target starts JupyterLab, which runs until it is stopped.
+    _path_with(tmp_path, python3=os.path.realpath(sys.executable), id=shutil.which("id") or "/usr/bin/id")
+    done = _make(tmp_path, "--dry-run", "notebooks")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert ".venv/bin/pip install -qq -e '.[notebooks]'" in lines
+    assert not [line for line in lines if "[dev]" in line or "[bench]" in line]  # JupyterLab only
+    opened = ".venv/bin/jupyter lab notebooks/"
+    assert lines[-1] == (f"{opened} --allow-root" if os.geteuid() == 0 else opened)
+    project = tomllib.loads(MAKEFILE.with_name("pyproject.toml").read_text("utf-8"))["project"]
+    assert [r for r in project["optional-dependencies"]["notebooks"] if r.startswith("jupyterlab>=")]

@@ -1,11 +1,19 @@
 """The pages a newcomer starts from: the home page and the README list every page, every page is in the
-site's menu, and the figures on Which protocol? are the ones docs/performance.md records.
+site's menu, the figures on Which protocol? are the ones docs/performance.md records, and the scripted
+model's format on Models is the one the model reads, key by key.
 """
 
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 import yaml
+from langgraph.checkpoint.memory import InMemorySaver
+
+import phasegraph
+from phasegraph.nodes.models import DEMO_WORKSPACE
+from phasegraph.nodes.scripted import Script, ScriptToolCall, ScriptTurn
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -50,3 +58,49 @@ def test_which_protocol_quotes_the_recorded_figures() -> None:
     assert {"4.59", "0.44", "1633"} <= figures  # the pattern finds the figures
     missing = sorted(f for f in figures if not re.search(rf"(?<![\d.]){re.escape(f)}(?!\d)", recorded))
     assert missing == [], f"on docs/which-protocol.md but not in docs/performance.md: {missing}"
+
+
+def scripted_section() -> str:
+    """The part of docs/models.md about the scripted model."""
+    text = (DOCS / "models.md").read_text("utf-8")
+    return text[text.index("## The scripted model") :]
+
+
+def documented_script(tmp_path: Path) -> tuple[dict[str, Any], Path]:
+    """The page's example script, and a file holding it."""
+    block = re.search(r"```json\n(.*?)```", scripted_section(), re.S)
+    assert block is not None
+    path = tmp_path / "script.json"
+    path.write_text(block.group(1), "utf-8")
+    return json.loads(block.group(1)), path
+
+
+def test_every_key_of_the_script_format_is_described() -> None:
+    section = scripted_section()
+    described = set(re.findall(r"^\| `(\w+)` \|", section, re.M))  # the first cell of each table row
+    assert described == set(Script.model_fields) | set(ScriptTurn.model_fields)
+    assert all(f'"{key}"' in section for key in ScriptToolCall.model_fields)
+
+
+def test_the_example_script_shows_every_key_and_no_other(tmp_path: Path) -> None:
+    # Unknown keys are ignored when a script loads, so a misspelt key on the page would load silently.
+    data, _ = documented_script(tmp_path)
+    assert set(data) == set(Script.model_fields)
+    turns = data["turns"] + [turn for part in data["follow_ups"] for turn in part]
+    assert {key for turn in turns for key in turn} == set(ScriptTurn.model_fields)
+    calls = [call for turn in turns for call in turn.get("tool_calls", [])]
+    assert {key for call in calls for key in call} == set(ScriptToolCall.model_fields)
+
+
+async def test_the_example_script_answers_a_thread_as_the_page_says(tmp_path: Path) -> None:
+    data, path = documented_script(tmp_path)
+    first, (later,) = data["turns"], data["follow_ups"]  # one follow-up: every later message reads it
+    saver = InMemorySaver()
+    for message, turns in (("What is in the docs?", first), ("Who is on the team?", later), ("More?", later)):
+        result = await phasegraph.run(
+            "triggered_phase", message, model=f"scripted:{path}", workspace=str(DEMO_WORKSPACE),
+            checkpointer=saver, thread_id="docs",
+        )  # fmt: skip
+        called = [(e.name, e.args) for e in result.events if isinstance(e, phasegraph.ToolCall)]
+        assert called == [(c["name"], c["args"]) for turn in turns for c in turn.get("tool_calls", [])]
+        assert result.final is not None and result.final.answer == turns[-1]["content"]

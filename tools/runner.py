@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +25,10 @@ from phasegraph.tools.sources import policy_of, source_of
 CONTEXT_ARG = "context"
 #: The metadata key naming a call to the tool's callbacks.
 CALL_ID = "phasegraph_call_id"
+#: What the workspace's path reads as in a tool's error. Not ".": a server that resolves "." against a
+#: folder of its own said "'.' is outside the allowed repository '/the/workspace'", which read
+#: "'.' is outside the allowed repository '.'", a falsehood the model could not act on.
+WORKSPACE_MARK = "[workspace]"
 
 
 class ToolResult(BaseModel):
@@ -62,12 +67,17 @@ class ToolRunner:
             error = f"{type(exc).__name__}: {exc}"
         else:
             return ToolResult(status="ok", output=output, duration_ms=_ms(started))
-        return ToolResult(status="error", error=self._relative(error), duration_ms=_ms(started))
+        return ToolResult(status="error", error=self._masked(error), duration_ms=_ms(started))
 
-    def _relative(self, text: str) -> str:
-        """Name files relative to the workspace: errors reach clients, who must not see server paths."""
-        for root in {str(self.context.workspace.resolve()), str(self.context.workspace.absolute())}:
-            text = text.replace(root + "/", "").replace(root, ".")
+    def _masked(self, text: str) -> str:
+        """``text`` with the workspace's own path as ``WORKSPACE_MARK``: clients must not see server paths.
+
+        Only that path is replaced, where it stands as a path of its own (not inside a longer one), so
+        the rest of what the tool said stays as it said it.
+        """
+        roots = {str(self.context.workspace.resolve()), str(self.context.workspace.absolute())} - {"/"}
+        for root in sorted(roots, key=len, reverse=True):
+            text = re.sub(rf"(?<![\w.~/-]){re.escape(root)}(?![\w-]|\.[\w-])", WORKSPACE_MARK, text)
         return text
 
     async def _invoke(self, name: str, args: dict[str, Any], call_id: str = "") -> str:

@@ -109,7 +109,7 @@ def test_the_default_trace_store_keeps_only_recent_requests():
     assert [len(store.get(f"r{n}")) for n in range(6)] == [0, 0, 2, 0, 1, 1]
 
 
-async def test_tool_errors_name_files_relative_to_the_workspace(workspace: Path):
+async def test_tool_errors_name_the_workspace_by_a_mark_not_its_path(workspace: Path):
     @tool
     def open_missing(name: str, *, context: Annotated[ToolContext, InjectedToolArg]) -> str:
         """Opens a file that is not there (the OSError names its absolute path)."""
@@ -122,11 +122,32 @@ async def test_tool_errors_name_files_relative_to_the_workspace(workspace: Path)
 
     runner = ToolRunner(ToolRegistry([open_missing, fail_loudly]), ToolContext(workspace, "p"))
     missing = await runner.run("open_missing", {"name": "gone.md"})
-    assert missing.status == "error" and "docs/gone.md" in missing.error
+    assert missing.status == "error" and "'[workspace]/docs/gone.md'" in missing.error
     loud = await runner.run("fail_loudly", {})
-    assert loud.status == "error" and loud.error == "RuntimeError: cannot index ."
+    assert loud.status == "error" and loud.error == "RuntimeError: cannot index [workspace]"
     for result in (missing, loud):
         assert str(workspace) not in result.error and str(workspace.resolve()) not in result.error
+
+
+async def test_a_masked_error_keeps_what_the_tool_said_true(workspace: Path):
+    """The workspace's path read "." once, so mcp-server-git's refusal of "." read "'.' is outside '.'"."""
+
+    @tool
+    def check_repo(repo_path: str, *, context: Annotated[ToolContext, InjectedToolArg]) -> str:
+        """Refuses a repository path outside the workspace, as mcp-server-git does."""
+        root = context.workspace.resolve()
+        raise ValueError(
+            f"Repository path '{repo_path}' is outside the allowed repository '{root}' "
+            f"(not {root}2, {root}.bak or /other{root}); see {root}."
+        )
+
+    runner = ToolRunner(ToolRegistry([check_repo]), ToolContext(workspace, "p"))
+    refused = await runner.run("check_repo", {"repo_path": "."})
+    root = workspace.resolve()
+    assert refused.error == (
+        "Repository path '.' is outside the allowed repository '[workspace]' "
+        f"(not {root}2, {root}.bak or /other{root}); see [workspace]."
+    )  # only the workspace's own path is masked: a longer path that starts the same is another one
 
 
 def test_registry_schemas_follow_registrations():

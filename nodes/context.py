@@ -21,7 +21,7 @@ from phasegraph.nodes.prompts import SYSTEM_PROMPT
 from phasegraph.nodes.settings import run_settings
 from phasegraph.nodes.telemetry import RunTrace
 from phasegraph.tools import ToolContext, ToolRegistry, default_registry
-from phasegraph.tools.sources import ToolSourceError, ToolSources, select
+from phasegraph.tools.sources import ToolSourceError, ToolSources, UnknownPolicyKeys, select
 from phasegraph.tools.toolset import Toolset, open_toolset
 
 logger = logging.getLogger(__name__)
@@ -194,10 +194,19 @@ class RunContext:
                 try:
                     self._toolset = await open_toolset(base, self._sources, self.tools or None)
                 except ToolSourceError as exc:
-                    raise ConfigurationError(str(exc)) from None
+                    raise self.tool_source_problem(exc) from None
                 for server, why in self._toolset.unavailable.items():
                     logger.warning("MCP server %r is unavailable: %s", server, why)
         return self._toolset.registry
+
+    def tool_source_problem(self, exc: ToolSourceError) -> ConfigurationError:
+        """Why the run's tools cannot be opened, a ``[tools]`` rule naming no tool at its key and line."""
+        if isinstance(exc, UnknownPolicyKeys) and self._project is not None:
+            where = self._project.where
+            return ConfigurationError(
+                "; ".join(f"{where(('tools', key))}: {why}" for key, why in exc.problems)
+            )
+        return ConfigurationError(str(exc))
 
     def unavailable_tools(self) -> dict[str, str]:
         """The MCP servers that did not start for this run, with why (after ``open_tools()``)."""

@@ -2,7 +2,7 @@
 
 Found as ``PHASEGRAPH_CONFIG`` names it, else ``phasegraph.toml`` in the folder the process started
 in; read with ``tomllib`` and validated with pydantic; every problem is reported with its key and
-line (``project_problems``). Every interface builds its runs' Contexts through ``RunContext``, which
+line (``examine_project``). Every interface builds its runs' Contexts through ``RunContext``, which
 applies the file (``ProjectFile.apply``): a Context field still at its default takes the file's
 value, a value a caller gave stays.
 """
@@ -19,9 +19,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from phasegraph.nodes.errors import ConfigurationError
+from phasegraph.nodes.project_data import MAX_NESTING, leave_out, line_of, located, problem_of, too_deep
 from phasegraph.nodes.project_lines import KeyLines
 from phasegraph.tools.config_files import read_config_text
-from phasegraph.tools.mcp.config import COMMENT_KEY, McpConfigError, load_services, parse_services
+from phasegraph.tools.mcp.config import (
+    COMMENT_KEY,
+    McpConfigError,
+    entry_problems,
+    load_services,
+    parse_services,
+)
 from phasegraph.tools.sources import IMPORT_TIMEOUT_SECONDS, ToolPolicy, ToolSources
 
 if TYPE_CHECKING:
@@ -31,8 +38,8 @@ if TYPE_CHECKING:
 FILE_NAME = "phasegraph.toml"
 #: The variable naming a project file elsewhere.
 ENV_VAR = "PHASEGRAPH_CONFIG"
-#: The deepest nesting of tables and arrays a project file may have (deeper is refused, not recursed into).
-MAX_NESTING = 32
+#: Validations of one file, each without the values the one before found wrong (one is the rule).
+_PASSES = 4
 PROTOCOL_IDS = ("triggered_phase", "unified", "goal_pursuit", "agent_network", "xml_contract", "planner")
 #: The roles a protocol gives a model of their own (``[models] "<protocol>.<role>"``).
 ROLES = {
@@ -81,7 +88,7 @@ class ProjectFile(BaseModel):
     protocols: dict[ProtocolKey, dict[str, Any]] = Field(
         default_factory=dict, description="Each protocol's settings (its Context fields), 'tools' included."
     )
-    mcp_servers: dict[str, dict[str, Any]] | str = Field(
+    mcp_servers: dict[str, Any] | str = Field(  # an entry's shape is checked with its keys' lines
         default_factory=dict,
         description="MCP servers: tables shaped as mcp_servers.json entries, or the path of such a file.",
     )
@@ -113,6 +120,8 @@ class Project:
     path: Path
     file: ProjectFile
     lines: KeyLines = field(compare=False)  # where the text it was read from writes each key
+    #: Keys the file writes whose value has a problem, left out of ``file`` (see ``examine_project``).
+    left_out: frozenset[tuple[str, ...]] = field(default=frozenset(), compare=False)
 
     @property
     def folder(self) -> Path:
@@ -152,7 +161,7 @@ class Project:
 
     def where(self, key: tuple[str, ...]) -> str:
         """``file:line: dotted.key`` for a problem with ``key``."""
-        return _where(self.path.name, self.lines.line(key), key)
+        return located(self.path.name, self.lines.line(key), key)
 
     def model_for(self, protocol: str, role: str = "") -> str | None:
         """The model of a protocol, or of one of its roles.
@@ -228,8 +237,8 @@ def load_project(explicit: str | Path | None = None) -> Project | None:
     cached = _cache.get(path)
     if cached is not None and cached[0] == stamp:
         return cached[1]
-    project, problems = _examined(path)
-    if project is None:
+    project, problems = examine_project(path)
+    if project is None or problems:
         more = f" (and {len(problems) - 1} more: phasegraph config check)" if len(problems) > 1 else ""
         raise ConfigurationError(f"{problems[0]}{more}")
     _cache[path] = (stamp, project)
@@ -238,29 +247,71 @@ def load_project(explicit: str | Path | None = None) -> Project | None:
 
 def project_problems(path: Path) -> list[str]:
     """Every problem of the file at ``path``, each as ``file:line: key: what is wrong``."""
-    return _examined(path)[1]
+    return examine_project(path)[1]
 
 
-def _examined(path: Path) -> tuple[Project | None, list[str]]:
-    """The project the file at ``path`` holds and no problem, or ``None`` and every problem it has."""
+def examine_project(path: Path) -> tuple[Project | None, list[str]]:
+    """The project the file at ``path`` holds, and every problem of its shape, in one pass.
+
+    A value with a problem is left out of the project (its key is in ``left_out``), so the checks that
+    read a valid project (protocol settings, scripts, Python tools, ``[tools]`` rules) still see the
+    rest. The project is ``None`` when the file cannot be read as TOML (one problem then).
+    """
     try:
         text, data = _read(path)
     except ConfigurationError as exc:
         return None, [str(exc)]
     lines = KeyLines(text)
-    deep = _too_deep(data)
-    if deep is not None:
-        where = _where(path.name, lines.line(deep), deep[:3])  # the setting whose value nests, not 33 keys
-        return None, [f"{where}: nested deeper than {MAX_NESTING} levels"]
-    try:
-        project = Project(path, ProjectFile.model_validate(data), lines)
-    except ValidationError as exc:
-        return None, [_problem(path.name, lines, err) for err in exc.errors()]
-    try:
-        project.connections(path.parent)  # the file's folder stands in for a run's workspace
-    except McpConfigError as exc:
-        return None, [str(exc)]
-    return project, []
+    problems: list[str] = []
+    left_out: set[tuple[str, ...]] = set()
+    while (deep := too_deep(data)) is not None:
+        key = deep[:3]  # the setting whose value nests, not 33 keys
+        problems.append(
+            f"{located(path.name, lines.line(deep), key)}: nested deeper than {MAX_NESTING} levels"
+        )
+        left_out.add(leave_out(data, key, empty_too=True))
+    for _ in range(_PASSES):
+        try:
+            file = ProjectFile.model_validate(data)
+            break
+        except ValidationError as exc:
+            for error in exc.errors():
+                problem = problem_of(path.name, lines, error)
+                if problem not in problems:  # found again by a later pass
+                    problems.append(problem)
+                left_out.add(leave_out(data, error["loc"]))
+    else:
+        return None, problems
+    file = _servers_checked(Project(path, file, lines), problems, left_out)
+    return Project(path, file, lines, frozenset(left_out)), sorted(problems, key=line_of)
+
+
+def _servers_checked(project: Project, problems: list[str], left_out: set[tuple[str, ...]]) -> ProjectFile:
+    """The project's file without the MCP server entries that have a problem, each problem listed.
+
+    The file's folder stands in for a run's workspace. Each problem of an entry is at its own key (a
+    misspelt key at its line, not at the table's).
+    """
+    servers, folder = project.file.mcp_servers, project.folder
+    if isinstance(servers, str):
+        try:
+            load_services(folder / servers, folder)
+        except McpConfigError as exc:
+            problems.append(f"{project.where(('mcp_servers',))}: {exc}")
+            left_out.add(("mcp_servers",))
+            return project.file.model_copy(update={"mcp_servers": {}})
+        return project.file
+    good: dict[str, Any] = {}
+    for name, entry in servers.items():
+        found = entry_problems(name, entry, folder, folder) if name != COMMENT_KEY else []
+        for problem in found:
+            key = ("mcp_servers", name) if problem.key is None else ("mcp_servers", name, problem.key)
+            problems.append(f"{project.where(key)}: {problem}")
+        if found:
+            left_out.add(("mcp_servers", name))
+        else:
+            good[name] = entry
+    return project.file.model_copy(update={"mcp_servers": good}) if good != servers else project.file
 
 
 def _read(path: Path) -> tuple[str, dict[str, Any]]:
@@ -281,40 +332,6 @@ def _read(path: Path) -> tuple[str, dict[str, Any]]:
         raise ConfigurationError(f"{path.name}: not valid TOML: {exc}") from None
     except RecursionError:  # tomllib recurses once per level of nested arrays and inline tables
         raise ConfigurationError(f"{path.name}: nested deeper than {MAX_NESTING} levels") from None
-
-
-def _too_deep(data: Any) -> tuple[str, ...] | None:
-    """The keys down to a value nested deeper than ``MAX_NESTING`` levels, or None.
-
-    Walked without recursion, so the depth it refuses is never the depth that breaks it; only the keys
-    of tables are kept (an array's index names no line).
-    """
-    stack: list[tuple[tuple[str, ...], Any, int]] = [((), data, 0)]
-    while stack:
-        keys, value, depth = stack.pop()
-        if depth > MAX_NESTING:
-            return keys
-        if isinstance(value, dict):
-            stack += [((*keys, str(key)), item, depth + 1) for key, item in value.items()]
-        elif isinstance(value, list):
-            stack += [(keys, item, depth + 1) for item in value]
-    return None
-
-
-def _where(name: str, line: int | None, key: tuple[str, ...]) -> str:
-    """``file:line: dotted.key`` (no line when the key is not written, no key for the whole file)."""
-    return f"{name}{f':{line}' if line else ''}: {'.'.join(key) or '(top)'}"
-
-
-def _problem(name: str, lines: KeyLines, error: Any) -> str:
-    where = tuple(str(part) for part in error["loc"] if part != "[key]")  # a dict key's own problem
-    if error["type"] == "extra_forbidden":
-        what = "unknown key"
-    elif error["type"] == "value_error":
-        what = str(error["msg"]).removeprefix("Value error, ")
-    else:
-        what = f"{error['msg']} (found {error.get('input')!r})"
-    return f"{_where(name, lines.line(where), where)}: {what}"
 
 
 #: Where a relative ``PHASEGRAPH_CONFIG`` and ``./phasegraph.toml`` are looked for: the folder the

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from phasegraph.nodes.project import ENV_VAR
 from phasegraph.server.cli.main import app
 from tests.helpers import turn
-from tests.tool_projects import git_repository, git_server, write_project, write_script
+from tests.tool_projects import demo_server, git_repository, git_server, write_project, write_script
 
 PHASEGRAPH = str(Path(sys.executable).parent / "phasegraph")
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,7 +107,10 @@ BROKEN = {
         'model = "scripted:demo"\n\nconnect_timeout_seconds = "soon"\n',
         ["phasegraph.toml:3: connect_timeout_seconds: Input should be a valid number"],
     ),
-    "wrong policy type": ('[tools.shout]\nconfirm = "maybe"\n', ["phasegraph.toml:2: tools.shout.confirm:"]),
+    "wrong policy type": (
+        '[tools.shout]\nconfirm = "maybe"\n',
+        ["phasegraph.toml:1: tools.shout: names no tool", "phasegraph.toml:2: tools.shout.confirm:"],
+    ),
     "unknown protocol setting": (
         "[protocols.triggered_phase]\nmax_phase_cycles_per_turn = 2\nmax_cycles = 3\n",
         ["phasegraph.toml:3: protocols.triggered_phase.max_cycles: triggered_phase has no such setting"],
@@ -131,7 +134,7 @@ BROKEN = {
     ),
     "bad mcp server": (
         '[mcp_servers.git]\ntransport = "stdio"\ncommand = "git"\n\n[mcp_servers.odd]\ncommand = "x"\n',
-        ["phasegraph.toml:5: mcp_servers.odd: service 'odd': 'transport' must be 'stdio', 'streamable_http'"],
+        ["phasegraph.toml:5: mcp_servers.odd.transport: 'transport' must be 'stdio', 'streamable_http'"],
     ),
 }  # fmt: skip
 
@@ -161,6 +164,94 @@ def test_config_check_lists_every_problem_of_a_file(tmp_path: Path):
         ["phasegraph.toml:1", "modle"], ["phasegraph.toml:2", "call_timeout_seconds"],
         ["phasegraph.toml:4", "tools.git.*.confirm"],
     ]  # fmt: skip
+
+
+#: Seven mistakes of five kinds (the file's shape, MCP entries, a protocol setting, an import, a rule naming
+#: no server), each listed in one pass at its own key's line: a misspelt key in an MCP table too, and the
+#: second bad table.
+SEVEN_MISTAKES = """\
+modle = "scripted:demo"
+call_timeout_seconds = "soon"
+
+[mcp_servers.one]
+transport = "stdio"
+command = "python"
+agrs = ["-m", "server"]
+
+[mcp_servers.two]
+transport = "pigeon"
+
+[protocols.unified]
+max_tool_call = 3
+
+[python_tools]
+gone = "tests.no_such_module:tools"
+
+[tools."git.git_log"]
+confirm = true
+"""
+
+
+def test_config_check_lists_every_problem_in_one_pass_each_at_its_line(tmp_path: Path):
+    path = tmp_path / "phasegraph.toml"
+    path.write_text(SEVEN_MISTAKES, encoding="utf-8")
+    result = runner.invoke(app, ["config", "check", str(path)])
+    assert result.exit_code == 2, result.output
+    assert [line.split(": ")[:2] for line in result.stdout.splitlines()] == [
+        ["phasegraph.toml:1", "modle"], ["phasegraph.toml:2", "call_timeout_seconds"],
+        ["phasegraph.toml:7", "mcp_servers.one.agrs"], ["phasegraph.toml:10", "mcp_servers.two.transport"],
+        ["phasegraph.toml:13", "protocols.unified.max_tool_call"],
+        ["phasegraph.toml:16", "python_tools.gone"], ["phasegraph.toml:18", "tools.git.git_log"],
+    ]  # fmt: skip
+    assert "unknown key 'agrs' (a stdio entry takes args, command, cwd, env, transport)" in result.stdout
+    assert "7 problem(s)" in result.stderr
+    # every interface refuses the file with the same list
+    ran = runner.invoke(app, ["run", "unified", "Hi", "--config", str(path)])
+    assert (
+        ran.exit_code == 2 and "has 7 problem(s)" in ran.stderr and "mcp_servers.two.transport" in ran.stderr
+    )
+
+
+def _demo_project(tmp_path: Path, rule: str = "demo.calculat", **more: Any) -> Path:
+    """A project of the demo server whose rule names ``rule`` (``calculat``: a tool the server lacks)."""
+    script = write_script(tmp_path, [turn("Hi.")])
+    return write_project(tmp_path, {
+        "model": f"scripted:{script}", "workspace": ".", "mcp_servers": {"demo": demo_server(), **more},
+        "tools": {rule: {"confirm": True}, "demo.*": {"timeout_seconds": 5}},
+    })  # fmt: skip
+
+
+def test_config_check_connect_catches_a_misspelt_server_tool_rule(tmp_path: Path):
+    path = _demo_project(tmp_path, broken={"transport": "stdio", "command": "no-such-command-here"})
+    plain = runner.invoke(app, ["config", "check", str(path)])
+    assert plain.exit_code == 0 and plain.stdout.startswith("ok: "), plain.output  # nothing started
+    connected = runner.invoke(app, ["config", "check", "--connect", str(path)])
+    assert connected.exit_code == 2, connected.output
+    assert connected.stdout.splitlines() == [
+        "phasegraph.toml:11: mcp_servers.broken: the MCP server 'broken' did not start: command not found: "
+        "no-such-command-here",
+        "phasegraph.toml:17: tools.demo.calculat: the MCP server 'demo' has no tool 'calculat' (its tools: "
+        "always_fails, calculate, list_files, read_file, slow_echo)",
+    ]
+    good = runner.invoke(
+        app, ["config", "check", "--connect", str(_demo_project(tmp_path, "demo.calculate"))]
+    )
+    assert good.exit_code == 0 and "1 MCP server(s) (5 tool(s))" in good.stdout, good.output
+
+
+@pytest.mark.parametrize("thread", [[], ["--thread", "t-1"]], ids=["plain", "thread"])
+def test_a_run_stopped_by_a_misspelt_server_tool_rule_exits_two_naming_its_line(
+    tmp_path: Path, thread: list[str]
+):
+    """The rule is found when the run starts the server: the run is refused as a malformed file is."""
+    path = _demo_project(tmp_path)
+    done = _cli(tmp_path, "run", "triggered_phase", "Hi", "--json", "--config", str(path), *thread)
+    assert done.returncode == 2, done.stdout + done.stderr
+    error = _lines(done.stdout)[-1]
+    assert error["type"] == "error" and error["kind"] == "configuration"
+    assert error["message"].startswith(
+        "phasegraph.toml:13: tools.demo.calculat: the MCP server 'demo' has no"
+    )
 
 
 #: Python tool modules that try to end the process as they are imported, and what config check says of each.

@@ -208,22 +208,31 @@ def select(names: Iterable[str], patterns: Iterable[str] | None) -> list[str]:
     return [n for n in names if any(n == p or (_is_glob(p) and fnmatch.fnmatchcase(n, p)) for p in wanted)]
 
 
-def unknown_policy_keys(policies: Iterable[str], catalogue: Mapping[str, Iterable[str]]) -> list[str]:
+class UnknownPolicyKeys(ToolSourceError):
+    """``[tools]`` keys naming a tool their MCP server does not offer; ``problems``: each key and why."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        super().__init__("; ".join(f'tools."{key}": {why}' for key, why in problems))
+        self.problems = problems
+
+
+def unknown_policy_keys(
+    policies: Iterable[str], catalogue: Mapping[str, Iterable[str]]
+) -> list[tuple[str, str]]:
     """Policy keys naming a tool an open MCP server does not offer (``git.git_comit``), each with why.
 
     A misspelt key would leave its tool without its rule (a ``confirm`` lost); servers that did not
     start are not judged, and globs may match nothing.
     """
-    problems: list[str] = []
+    problems: list[tuple[str, str]] = []
     for key in policies:
         server, dot, tool = key.partition(".")
         if _is_glob(key) or not dot or server not in catalogue:
             continue
         offered = sorted(catalogue[server])
         if tool not in offered:
-            tools = ", ".join(offered)
             problems.append(
-                f'tools."{key}": the MCP server {server!r} has no tool {tool!r} (its tools: {tools})'
+                (key, f"the MCP server {server!r} has no tool {tool!r} (its tools: {', '.join(offered)})")
             )
     return problems
 

@@ -25,6 +25,7 @@ from phasegraph.tools.sources import (
     ToolPolicy,
     ToolSourceError,
     ToolSources,
+    UnknownPolicyKeys,
     load_python_tools,
     policy_of,
     select,
@@ -60,6 +61,7 @@ async def open_toolset(
     Raises:
         ToolSourceError: A Python tool source does not load, two tools share a name, or a pattern
             without a glob names no tool.
+        UnknownPolicyKeys: A ``[tools]`` rule names a tool its MCP server does not offer.
     """
     found: dict[str, tuple[BaseTool, str]] = {item.name: (item, "builtin") for item in own}
     for source, target in sources.python_tools.items():
@@ -79,7 +81,7 @@ async def open_toolset(
                     _add(found, _mcp_tool_of(services, server, spec, sources), f"mcp:{server}")
             catalogue = {server: list(specs) for server, specs in services.catalogue().items()}
             if problems := unknown_policy_keys(sources.policies, catalogue):  # a lost confirm, say
-                raise ToolSourceError("; ".join(problems))
+                raise UnknownPolicyKeys(problems)
         chosen = select(found, list(patterns) if patterns is not None else None)
         tools = [_with_policy(found[name][0], found[name][1], sources) for name in chosen]
         registry = ToolRegistry(tools)

@@ -110,7 +110,7 @@ class XmlContractContext(RunContext):
                 except ToolSourceError as exc:
                     if not given:
                         await mcp.close()
-                    raise ConfigurationError(str(exc)) from None
+                    raise self.tool_source_problem(exc) from None
         return self._opened
 
     async def open_tools(self) -> ToolRegistry:

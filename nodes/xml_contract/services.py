@@ -25,6 +25,7 @@ from phasegraph.tools.sources import (
     ToolPolicy,
     ToolSourceError,
     ToolSources,
+    UnknownPolicyKeys,
     load_python_tools,
     policy_of,
     select,
@@ -77,6 +78,7 @@ def build_services(
     Raises:
         ToolSourceError: A Python tool source does not load, two Python tools share a name, an MCP
             server is named ``python`` beside Python tools, or a pattern without a glob names no tool.
+        UnknownPolicyKeys: A ``[tools]`` rule names a tool its MCP server does not offer.
     """
     found: dict[str, tuple[BaseTool | None, str, ToolSpec]] = {}  # "<service>.<tool>" -> tool, source, spec
     for server, specs in mcp.catalogue().items():
@@ -96,7 +98,7 @@ def build_services(
         )
     catalogue = {server: list(specs) for server, specs in mcp.catalogue().items()}
     if problems := unknown_policy_keys(sources.policies, catalogue):  # a misspelt rule would lose its confirm
-        raise ToolSourceError("; ".join(problems))
+        raise UnknownPolicyKeys(problems)
     chosen = select(found, _live(patterns, mcp.unavailable))
     shown: dict[str, dict[str, ToolSpec]] = {}
     tools: list[BaseTool] = []

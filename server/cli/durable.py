@@ -16,9 +16,10 @@ from contextlib import AsyncExitStack
 from typing import Any, Self
 
 from phasegraph.nodes.errors import ConflictError
-from phasegraph.nodes.events import Cancelled, Event, Final, Paused
+from phasegraph.nodes.events import Cancelled, ErrorEvent, Event, Final, Paused
 from phasegraph.nodes.settings import ServerSettings
 from phasegraph.server.cli.approvals import Approval, approval_of
+from phasegraph.server.cli.options import error_exit_code
 from phasegraph.server.runs.manager import RunManager
 from phasegraph.server.runs.starting import TURN
 from phasegraph.server.storage.checkpoints import thread_config
@@ -138,8 +139,10 @@ def turn_exit_code(ended: Event) -> int:
     """The command's exit code for a turn that ended with ``ended``.
 
     0: a final answer, or a question the thread now waits on (answer it with the next turn);
-    130: cancelled (Ctrl-C, as a shell reports SIGINT); 1: anything else (an error).
+    130: cancelled (Ctrl-C, as a shell reports SIGINT); 2 or 1: an error (``error_exit_code``).
     """
     if isinstance(ended, Final) or (isinstance(ended, Paused) and ended.reason == "interrupt"):
         return 0
+    if isinstance(ended, ErrorEvent):
+        return error_exit_code(ended)
     return 130 if isinstance(ended, Cancelled) else 1

@@ -111,6 +111,15 @@ def spec_or_exit(protocol: str, json_lines: bool = False) -> ProtocolSpec:
         refuse(exc, json_lines)
 
 
+def error_exit_code(error: ErrorEvent) -> int:
+    """The exit code of a run that ended with ``error``: 2 when it was refused for its configuration.
+
+    A run whose first step finds its configuration unusable (a ``[tools]`` rule naming no tool of a
+    server it just started, say) did nothing, as a run ``refuse`` stopped before it started; 1 else.
+    """
+    return 2 if error.kind == ConfigurationError.kind else 1
+
+
 def refuse(exc: PhasegraphError, json_lines: bool) -> NoReturn:
     """Report input that was refused before any run started, and exit 2."""
     if json_lines:

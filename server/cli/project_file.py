@@ -3,20 +3,22 @@
 ``--config`` sets ``PHASEGRAPH_CONFIG`` for the process before anything reads it, so every run the
 command makes (and ``phasegraph serve``'s server) reads that file. A project file in force is checked
 before any run: a malformed one is refused with exit code 2 and every problem listed, each naming its
-key and line. ``config check`` lists the same problems, and also what only loading shows: protocol
-settings that are not settings of their protocol, Python tool import paths that do not load and MCP
-server entries that do not parse (no MCP server is started).
+key and line. ``config check`` lists the same problems in one pass (a value with a problem is left out
+and the rest still checked): the file's shape, protocol settings that are not settings of their
+protocol, scripts, Python tool import paths that do not load, MCP server entries that do not parse
+and ``[tools]`` rules that name nothing. With ``--connect`` it also starts the MCP servers and checks
+``[tools."<server>.<tool>"]`` rules against the tools they offer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
 
 import typer
 from pydantic import TypeAdapter, ValidationError
@@ -24,20 +26,24 @@ from rich.console import Console
 
 from phasegraph.graphs.registry import PROTOCOLS
 from phasegraph.nodes.context import NOT_FROM_PROJECT
-from phasegraph.nodes.errors import ConfigurationError, ScriptError
+from phasegraph.nodes.errors import ScriptError
 from phasegraph.nodes.events import ErrorEvent
 from phasegraph.nodes.project import (
     ENV_VAR,
     FILE_NAME,
     Project,
     ProjectFile,
-    load_project,
+    examine_project,
     project_path,
-    project_problems,
 )
 from phasegraph.nodes.project import setting_problem as _setting_problem
+from phasegraph.nodes.project_data import line_of
 from phasegraph.server.cli.main import Command, Group
-from phasegraph.tools.sources import ToolSourceError, load_python_tools
+from phasegraph.tools.mcp.config import McpConfigError
+from phasegraph.tools.sources import ToolSourceError, load_python_tools, unknown_policy_keys
+
+if TYPE_CHECKING:
+    from langchain_mcp_adapters.sessions import Connection
 
 ConfigOption = Annotated[
     str | None,
@@ -60,34 +66,34 @@ class Check:
     project: Project | None = None
     python_tools: int = 0  # tools the Python sources give
     python_names: set[str] = field(default_factory=set)  # their names
+    python_unread: bool = False  # a Python source did not load: its tools' names are not known
     mcp_servers: int = 0
+    mcp_tools: int | None = None  # the tools of the servers started (``--connect``)
 
     def summary(self) -> str:
         """One line: how many models, MCP servers, Python tools and policies the file names."""
         assert self.project is not None
         file = self.project.file
         models = (file.model is not None) + len(file.models)
+        started = f" ({self.mcp_tools} tool(s))" if self.mcp_tools is not None else ""
         return (
-            f"{models} model(s), {self.mcp_servers} MCP server(s), {self.python_tools} Python tool(s) from "
-            f"{len(file.python_tools)} source(s), {len(file.tools)} tool policy(ies), "
+            f"{models} model(s), {self.mcp_servers} MCP server(s){started}, {self.python_tools} Python "
+            f"tool(s) from {len(file.python_tools)} source(s), {len(file.tools)} tool policy(ies), "
             f"{len(file.protocols)} protocol section(s)"
         )
 
 
-def check_project(path: Path, protocols: Iterable[str] | None = None) -> Check:
-    """Every problem of the project file at ``path`` (``protocols``: whose settings to check; all when None).
+def check_project(path: Path, protocols: Iterable[str] | None = None, *, connect: bool = False) -> Check:
+    """Every problem of the project file at ``path``, in file order (``protocols``: whose settings to check).
 
-    Nothing is started: MCP entries are parsed, Python tool import paths are imported.
+    One pass: a value with a problem is left out and the rest is still checked. MCP entries are parsed
+    and Python tool import paths imported; with ``connect`` the MCP servers are started too (each
+    within ``connect_timeout_seconds``) and ``[tools."<server>.<tool>"]`` rules checked against their tools.
     """
-    check = Check(path, sorted(project_problems(path), key=_line_of))
-    if check.problems:
+    project, problems = examine_project(path)
+    check = Check(path, problems)
+    if project is None:
         return check
-    try:
-        project = load_project(path)
-    except ConfigurationError as exc:  # changed on disk since it was read above
-        check.problems.append(str(exc))
-        return check
-    assert project is not None
     check.project = project
     wanted = set(protocols) if protocols is not None else set(project.file.protocols)
     for protocol, settings in project.file.protocols.items():
@@ -96,26 +102,52 @@ def check_project(path: Path, protocols: Iterable[str] | None = None) -> Check:
     check.problems += _script_problems(project, set(protocols) if protocols is not None else set(PROTOCOLS))
     check.problems += _python_problems(project, check)
     check.problems += _policy_problems(project, check)
-    workspace = project.folder / (project.file.workspace or ".")
     try:
-        check.mcp_servers = len(project.sources(workspace).mcp_servers)
-    except ConfigurationError as exc:
-        check.problems.append(_server_problem(project, str(exc)))
+        connections = project.connections(_workspace(project))
+    except McpConfigError as exc:  # a servers file changed on disk since it was read above
+        check.problems.append(str(exc))
+        connections = {}
+    check.mcp_servers = len(connections)
+    if connect and connections:
+        check.problems += _connected_problems(project, connections, check)
+    check.problems.sort(key=line_of)  # stable: one line's problems keep their order
     return check
 
 
-def _server_problem(project: Project, message: str) -> str:
-    """An MCP entry's problem, at the entry's key and line when it names the entry."""
-    found = re.match(r"[^:]*: service '([^']*)': (.*)", message, re.DOTALL)
-    if found is None or not isinstance(project.file.mcp_servers, dict):
-        return f"{project.where(('mcp_servers',))}: {message}"
-    return f"{project.where(('mcp_servers', found.group(1)))}: {found.group(2)}"
+def _workspace(project: Project) -> Path:
+    """The workspace a run of the project has unless it is given another (``${workspace}``)."""
+    return project.folder / (project.file.workspace or ".")
 
 
-def _line_of(problem: str) -> int:
-    """The line a problem names (``file:LINE: ...``; 0 when it names none), to list problems in file order."""
-    found = re.match(r"[^:]*:(\d+):", problem)
-    return int(found.group(1)) if found else 0
+def _connected_problems(project: Project, connections: dict[str, Connection], check: Check) -> list[str]:
+    """Start the MCP servers: one that does not start is a problem, and so is a rule naming no tool of one.
+
+    The servers are stopped again before this returns.
+    """
+    tools, unavailable = asyncio.run(_server_tools(connections, project.file.connect_timeout_seconds))
+    check.mcp_tools = sum(len(names) for names in tools.values())
+    table = isinstance(project.file.mcp_servers, dict)
+    problems = [
+        f"{project.where(('mcp_servers', server) if table else ('mcp_servers',))}: the MCP server {server!r} "
+        f"did not start: {why}"
+        for server, why in unavailable.items()
+    ]
+    for key, why in unknown_policy_keys(project.file.tools, tools):
+        problems.append(f"{project.where(('tools', key))}: {why}")
+    return problems
+
+
+async def _server_tools(
+    connections: dict[str, Connection], timeout: float
+) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """The tool names of each server that started, and why each other did not."""
+    from phasegraph.tools.mcp.services import McpServices  # the MCP SDK: only when connecting
+
+    services = await McpServices.open(connections, timeout=timeout)
+    try:
+        return {server: list(specs) for server, specs in services.catalogue().items()}, services.unavailable
+    finally:
+        await services.close()
 
 
 def _setting_problems(project: Project, protocol: str, settings: dict[str, Any]) -> list[str]:
@@ -172,11 +204,13 @@ def _python_problems(project: Project, check: Check) -> list[str]:
     """Python tool sources whose import path does not load, and tool names two sources share."""
     problems: list[str] = []
     seen: dict[str, str] = {}
+    check.python_unread = any(key[0] == "python_tools" for key in project.left_out)
     for source, target in project.file.python_tools.items():
         try:
             tools = load_python_tools(source, target, project.folder, project.file.import_timeout_seconds)
         except ToolSourceError as exc:
             problems.append(f"{project.where(('python_tools', source))}: {exc}")
+            check.python_unread = True
             continue
         check.python_tools += len(tools)
         check.python_names |= {item.name for item in tools}
@@ -195,20 +229,32 @@ def _policy_problems(project: Project, check: Check) -> list[str]:
 
     Without starting a server, a key is judged by what the file and the protocols name: a protocol's own
     tool, a Python tool or source, an MCP server, or ``<server>.<tool>`` of a named server (whose tool
-    names are checked when a run starts it). Globs may match nothing.
+    names ``--connect`` checks, and a run that starts the server). Globs may match nothing. A key that may
+    name what a source with a problem would give is not judged: its problem is already listed.
     """
-    servers = set(project.file.mcp_servers) if isinstance(project.file.mcp_servers, dict) else None
-    known = {*_protocol_tools(), *check.python_names, *project.file.python_tools, *(servers or ())}
+    servers: set[str] | None = (
+        set(project.file.mcp_servers) | _left_out(project, "mcp_servers")
+        if isinstance(project.file.mcp_servers, dict) and ("mcp_servers",) not in project.left_out
+        else None
+    )
+    sources = {*project.file.python_tools, *_left_out(project, "python_tools")}
+    known = {*_protocol_tools(), *check.python_names, *sources, *(servers or ())}
     problems: list[str] = []
     for key in project.file.tools:
         server, dot, _ = key.partition(".")
-        if any(char in key for char in "*?[") or key in known:
+        if any(char in key for char in "*?[") or key in known or (check.python_unread and not dot):
             continue
-        if dot and (servers is None or server in servers or (server == "python" and check.python_names)):
+        python = server == "python" and (check.python_names or check.python_unread)
+        if dot and (servers is None or server in servers or python):
             continue  # a server's tool: its name is checked when the server runs
         where = project.where(("tools", key))
         problems.append(f"{where}: names no tool, MCP server or Python source of this project")
     return problems
+
+
+def _left_out(project: Project, table: str) -> set[str]:
+    """The names of ``table``'s entries left out of the project for their problems."""
+    return {key[1] for key in project.left_out if len(key) > 1 and key[0] == table}
 
 
 def _protocol_tools() -> set[str]:
@@ -257,18 +303,28 @@ def check_command(
         str | None,
         typer.Argument(help=f"The project file (default: {ENV_VAR}, else ./{FILE_NAME})."),
     ] = None,
+    connect: Annotated[
+        bool,
+        typer.Option(
+            "--connect",
+            help="Also start the MCP servers (each within connect_timeout_seconds, then stopped): one that "
+            'does not start is a problem, and so is a [tools."<server>.<tool>"] rule naming no tool of its '
+            "server.",
+        ),
+    ] = False,
 ) -> None:
     """Check a project file: every problem with its key and line (exit 2), or "ok" and a summary (exit 0).
 
-    Protocol settings are checked against each protocol's Context, Python tool import paths are
-    imported and MCP server entries parsed; no MCP server is started (`phasegraph tools` starts them).
+    Every problem is listed in one pass, in file order. Protocol settings are checked against each
+    protocol's Context, scripts read, Python tool import paths imported and MCP server entries parsed;
+    no MCP server is started unless --connect says so.
     """
     path = Path(file).expanduser().resolve() if file is not None else project_path()
     if path is None:
         missing = f"no project file: give FILE, set {ENV_VAR} or add ./{FILE_NAME}"
         _refuse(Path(FILE_NAME).resolve(), [missing], json_lines=False)
         return
-    check = check_project(path)
+    check = check_project(path, connect=connect)
     if check.problems:
         for problem in check.problems:
             print(problem)

@@ -70,7 +70,8 @@ def run_command(
     ({"type": "interrupt", ...}) and exits 3: answer it later with --thread ID --resume ANSWER.
 
     With --thread, a turn that ends asking you a question also exits 0 (answer with the next
-    turn), and one cancelled with Ctrl-C exits 130. Exit 2: bad input (refused before any run).
+    turn), and one cancelled with Ctrl-C exits 130. Exit 2: bad input (refused before any run, or by the
+    run's first step for its configuration: a [tools] rule naming no tool of its MCP server, say).
     """
     spec_or_exit(protocol, json_lines)
     use_project(config, protocols=[protocol], json_lines=json_lines)

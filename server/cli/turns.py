@@ -21,6 +21,7 @@ from phasegraph.graphs.run import stream_graph
 from phasegraph.nodes.errors import ConflictError
 from phasegraph.nodes.events import ErrorEvent, Event, Final, Paused
 from phasegraph.server.cli.approvals import Approval, Approvals, approval_of
+from phasegraph.server.cli.options import error_exit_code
 
 if TYPE_CHECKING:  # the server's store and run engine are imported by a --thread turn only
     from phasegraph.server.cli.durable import DurableRuns
@@ -33,7 +34,8 @@ async def plain_turn(
 ) -> int:
     """Run one self-contained turn (kept in memory only); return the command's exit code.
 
-    0: a final answer; 1: an error; 3: it waits for an approval this command did not answer.
+    0: a final answer; 2: refused for its configuration, 1: another error (``error_exit_code``); 3: it
+    waits for an approval this command did not answer.
     """
     spec = get_protocol(protocol)
     spec.check_message(message)
@@ -41,16 +43,16 @@ async def plain_turn(
     graph = spec.compile(InMemorySaver())
     config: RunnableConfig = {"configurable": {"thread_id": context.request_id}}
     graph_input: Any = {"messages": [HumanMessage(message)]}
-    finished, failed, seq = False, False, 0
+    finished, failed, seq = False, None, 0
     try:
         while True:
             async for event in stream_graph(spec, graph, graph_input, context, config, seq_start=seq):
                 render(event)
                 seq = event.seq
                 finished = finished or isinstance(event, Final)
-                failed = failed or isinstance(event, ErrorEvent)
-            if failed:
-                return 1
+                failed = failed or (event if isinstance(event, ErrorEvent) else None)
+            if failed is not None:
+                return error_exit_code(failed)
             approval = approval_of((await graph.aget_state(config)).interrupts)
             if approval is None:
                 return 0 if finished else 1

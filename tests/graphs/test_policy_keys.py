@@ -20,7 +20,8 @@ async def test_a_misspelt_mcp_tool_in_a_rule_is_refused_naming_the_servers_tools
     context = get_protocol(protocol).make_context(project_file=str(path), workspace=str(tmp_path))
     try:
         with pytest.raises(
-            ConfigurationError, match=r'tools."demo.calculat": the MCP server .demo. has no tool'
+            ConfigurationError,
+            match=r"^phasegraph.toml:11: tools.demo.calculat: the MCP server 'demo' has no tool 'calculat'",
         ):
             await context.open_tools()
     finally:

@@ -331,7 +331,11 @@ def test_a_valid_file_is_read_as_connections(tmp_path: Path):
         ('{"a": {"transport": "pigeon"}}', "found 'pigeon'"),
         ('{"a": {"transport": "stdio"}}', "service 'a': 'command' must be a non-empty string"),
         ('{"a": {"transport": "stdio", "command": "x", "args": "-v"}}', "'args' must be a list of strings"),
-        ('{"a": {"transport": "stdio", "commnd": "x"}}', "service 'a': unknown key(s) ['commnd']"),
+        (
+            '{"a": {"transport": "stdio", "commnd": "x"}}',
+            "service 'a': unknown key 'commnd' (a stdio entry takes args, command, cwd, env, transport); "
+            "'command' must be a non-empty string",  # every problem of the entry
+        ),
         (
             '{"a": {"transport": "stdio", "command": "x", "env": {"A": 1}}}',
             "'env' must be an object of strings",
@@ -343,7 +347,7 @@ def test_a_valid_file_is_read_as_connections(tmp_path: Path):
         ),
         (
             '{"a": {"transport": "streamable_http", "command": "x", "url": "http://h"}}',
-            "unknown key(s) ['command']",
+            "unknown key 'command' (a streamable_http entry takes headers, sse_read_timeout, timeout",
         ),
     ],
 )

@@ -234,18 +234,74 @@ def test_a_server_only_field_is_refused(tmp_path: Path):
     ("setting", "why"),
     [
         ('args = "-m server"', "'args' must be a list of strings"),
-        ('cwdd = "."', "unknown key(s) ['cwdd']"),
+        ('cwdd = "."', "unknown key 'cwdd' (a stdio entry takes args, command, cwd, env, transport)"),
         ('transport = "pipe"', "'transport' must be 'stdio', 'streamable_http' or 'sse', found 'pipe'"),
     ],
 )
-def test_a_bad_mcp_server_entry_is_refused_with_its_line(tmp_path: Path, setting: str, why: str):
+def test_a_bad_mcp_server_entry_is_refused_at_its_keys_line(tmp_path: Path, setting: str, why: str):
     entry = "\n".join(f"{k} = {v}" for k, v in [("command", '"python"'), *[setting.split(" = ")]])
     if "transport" not in setting:
         entry = f'transport = "stdio"\n{entry}'
     good = '[mcp_servers.good]\ntransport = "stdio"\ncommand = "python"'
     text = f'model = "scripted:demo"\n\n{good}\n\n[mcp_servers.bad]\n{entry}\n'
-    message = _refusal(_written(tmp_path, text))
-    assert message.startswith("phasegraph.toml:7: mcp_servers.bad: service 'bad': ") and why in message
+    key = setting.split(" = ")[0]
+    line = text.splitlines().index(setting) + 1  # the key's own line, not the table's (7)
+    assert _refusal(_written(tmp_path, text)) == f"phasegraph.toml:{line}: mcp_servers.bad.{key}: {why}"
+
+
+def test_every_problem_of_every_mcp_server_entry_is_listed_at_its_line(tmp_path: Path):
+    """The first bad table's first problem was the only one named, at the table's header."""
+    text = """
+[mcp_servers.one]
+transport = "stdio"
+comand = "python"
+agrs = ["-m", "server"]
+
+[mcp_servers.two]
+transport = "streamable_http"
+url = "ftp://example.test"
+timeout = 0
+
+[mcp_servers.three]
+transport = "pigeon"
+"""
+    assert project_problems(_written(tmp_path, text)) == [
+        "phasegraph.toml:1: mcp_servers.one.command: 'command' must be a non-empty string",
+        "phasegraph.toml:3: mcp_servers.one.comand: unknown key 'comand' (a stdio entry takes args, command, "
+        "cwd, env, transport)",
+        "phasegraph.toml:4: mcp_servers.one.agrs: unknown key 'agrs' (a stdio entry takes args, command, "
+        "cwd, env, transport)",
+        "phasegraph.toml:8: mcp_servers.two.url: 'url' must be an http:// or https:// address, found "
+        "'ftp://example.test'",
+        "phasegraph.toml:9: mcp_servers.two.timeout: 'timeout' must be a positive number of seconds, found 0",
+        "phasegraph.toml:12: mcp_servers.three.transport: 'transport' must be 'stdio', 'streamable_http' or "
+        "'sse', found 'pigeon'",
+    ]
+
+
+def test_a_file_with_problems_of_every_kind_lists_them_all(tmp_path: Path):
+    """Wrong types, a bad MCP entry and a protocol setting: one pass, where the first kind stopped it."""
+    text = """
+model = 3
+modle = "scripted:demo"
+
+[mcp_servers.one]
+transport = "pigeon"
+
+[protocols.unified]
+max_tool_call = 3
+
+[tools."git.*"]
+confirm = "yes"
+"""
+    problems = check_project(_written(tmp_path, text)).problems
+    assert [problem.split(": ")[:2] for problem in problems] == [
+        ["phasegraph.toml:1", "model"],
+        ["phasegraph.toml:2", "modle"],
+        ["phasegraph.toml:5", "mcp_servers.one.transport"],
+        ["phasegraph.toml:8", "protocols.unified.max_tool_call"],
+        ["phasegraph.toml:11", "tools.git.*.confirm"],
+    ]  # fmt: skip
 
 
 async def test_mcp_servers_may_name_a_json_file_beside_the_project(tmp_path: Path, workspace: Path):

@@ -44,6 +44,8 @@ _HTTP_ALIASES = {
     "streamable-http": "streamable_http",
     "http": "streamable_http",
 }
+#: Valid values of the keys an entry needs, to check its other keys when one of these is wrong.
+_STAND_INS = {"command": "command", "url": "http://stand-in"}
 _KEYS = {
     "stdio": {"transport", "command", "args", "env", "cwd"},
     "streamable_http": {"transport", "url", "headers", "timeout", "sse_read_timeout"},
@@ -53,6 +55,14 @@ _KEYS = {
 
 class McpConfigError(ValueError):
     """The services file cannot be read or breaks a rule; the message names the file and the entry."""
+
+
+class EntryError(ValueError):
+    """One problem of one service entry, at ``key`` of the entry (``None``: the entry as a whole)."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 def default_services(workspace: Path) -> dict[str, Connection]:
@@ -86,35 +96,74 @@ def load_services(path: str | Path | None, workspace: Path) -> dict[str, Connect
 def parse_services(data: Any, where: str, folder: Path, workspace: Path) -> dict[str, Connection]:
     """The services of an ``mcp_servers.json``-shaped object, validated; ``where`` names it in errors.
 
-    Relative ``cwd`` entries start at ``folder``. Raises ``McpConfigError`` naming the entry.
+    Relative ``cwd`` entries start at ``folder``. Raises ``McpConfigError`` naming the first bad entry and
+    every problem it has.
     """
     if not isinstance(data, dict):
         raise McpConfigError(f"{where}: expected an object mapping service names to servers")
     entries = {name: entry for name, entry in data.items() if name != COMMENT_KEY}
     if not entries:
         raise McpConfigError(f"{where}: defines no service")
-    placeholders = {"${python}": sys.executable, "${workspace}": str(workspace.resolve())}
     services: dict[str, Connection] = {}
     for name, entry in entries.items():
         try:
-            services[name] = _connection(name, entry, placeholders, folder)
-        except ValueError as exc:
-            raise McpConfigError(f"{where}: service {name!r}: {exc}") from None
+            services[name] = connection(name, entry, folder, workspace)
+        except EntryError:
+            problems = "; ".join(map(str, entry_problems(name, entry, folder, workspace)))
+            raise McpConfigError(f"{where}: service {name!r}: {problems}") from None
     return services
+
+
+def connection(name: str, entry: Any, folder: Path, workspace: Path) -> Connection:
+    """The connection of one service entry, ``${python}`` and ``${workspace}`` put in.
+
+    Raises:
+        EntryError: The entry's first problem (``entry_problems`` lists them all).
+    """
+    placeholders = {"${python}": sys.executable, "${workspace}": str(workspace.resolve())}
+    return _connection(name, entry, placeholders, folder)
+
+
+def entry_problems(name: str, entry: Any, folder: Path, workspace: Path) -> list[EntryError]:
+    """Every problem of one service entry, each at its key where it has one.
+
+    The entry is checked again without each key found wrong (a required one stood in for), so a second
+    misspelt key or a bad value after it is found too; a problem of the entry as a whole (its name, its
+    shape, its transport) ends the search.
+    """
+    problems: list[EntryError] = []
+    entry = dict(entry) if isinstance(entry, dict) else entry
+    while True:
+        try:
+            connection(name, entry, folder, workspace)
+            return problems
+        except EntryError as exc:
+            if exc.key is not None and exc.key in {found.key for found in problems}:
+                return problems  # the transport, left out: nothing more can be judged
+            problems.append(exc)
+            if exc.key in _STAND_INS:
+                entry[exc.key] = _STAND_INS[exc.key]
+            elif exc.key is not None and exc.key in entry:
+                del entry[exc.key]
+            else:
+                return problems
 
 
 def _connection(name: str, entry: Any, placeholders: dict[str, str], folder: Path) -> Connection:
     _check_name(name)
     if not isinstance(entry, dict):
-        raise ValueError(f"expected an object, found {type(entry).__name__}")
+        raise EntryError(f"expected an object, found {type(entry).__name__}")
     entry = {key: value for key, value in entry.items() if key != COMMENT_KEY}
     raw = entry.get("transport")
     transport = _HTTP_ALIASES.get(raw, raw) if isinstance(raw, str) else raw
     if transport not in _KEYS:
-        raise ValueError(f"'transport' must be 'stdio', 'streamable_http' or 'sse', found {raw!r}")
-    unknown = sorted(set(entry) - _KEYS[transport])
+        raise EntryError(
+            f"'transport' must be 'stdio', 'streamable_http' or 'sse', found {raw!r}", "transport"
+        )
+    unknown = [key for key in entry if key not in _KEYS[transport]]
     if unknown:
-        raise ValueError(f"unknown key(s) {unknown}; a {transport} entry takes {sorted(_KEYS[transport])}")
+        takes = ", ".join(sorted(_KEYS[transport]))
+        raise EntryError(f"unknown key {unknown[0]!r} (a {transport} entry takes {takes})", unknown[0])
     if transport == "stdio":
         return _stdio(entry, placeholders, folder)
     return _http(transport, entry)
@@ -122,19 +171,19 @@ def _connection(name: str, entry: Any, placeholders: dict[str, str], folder: Pat
 
 def _check_name(name: str) -> None:
     if not SERVICE_NAME.fullmatch(name):
-        raise ValueError(
+        raise EntryError(
             "a service name becomes an XML tag: a letter or '_', then letters, digits, '_' or '-'"
         )
     if name in RESERVED_NAMES or name.lower().startswith("xml"):
-        raise ValueError("this name is reserved by the XML contract (and names may not start with 'xml')")
+        raise EntryError("this name is reserved by the XML contract (and names may not start with 'xml')")
 
 
 def _stdio(entry: dict[str, Any], placeholders: dict[str, str], folder: Path) -> StdioConnection:
     command, args = entry.get("command"), entry.get("args", [])
     if not isinstance(command, str) or not command.strip():
-        raise ValueError("'command' must be a non-empty string")
+        raise EntryError("'command' must be a non-empty string", "command")
     if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
-        raise ValueError("'args' must be a list of strings")
+        raise EntryError("'args' must be a list of strings", "args")
     connection: StdioConnection = {
         "transport": "stdio",
         "command": _substitute(command, placeholders),
@@ -144,7 +193,7 @@ def _stdio(entry: dict[str, Any], placeholders: dict[str, str], folder: Path) ->
         connection["env"] = _string_map("env", entry["env"])
     if "cwd" in entry:
         if not isinstance(entry["cwd"], str):
-            raise ValueError("'cwd' must be a string")
+            raise EntryError("'cwd' must be a string", "cwd")
         connection["cwd"] = folder / _substitute(entry["cwd"], placeholders)  # absolute stays absolute
     return connection
 
@@ -152,11 +201,11 @@ def _stdio(entry: dict[str, Any], placeholders: dict[str, str], folder: Path) ->
 def _http(transport: str, entry: dict[str, Any]) -> StreamableHttpConnection | SSEConnection:
     url = entry.get("url")
     if not isinstance(url, str) or not re.match(r"https?://[^/\s]+", url):
-        raise ValueError(f"'url' must be an http:// or https:// address, found {url!r}")
+        raise EntryError(f"'url' must be an http:// or https:// address, found {url!r}", "url")
     for key in ("timeout", "sse_read_timeout"):
         value = entry.get(key, 1)
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise ValueError(f"{key!r} must be a positive number of seconds, found {value!r}")
+            raise EntryError(f"{key!r} must be a positive number of seconds, found {value!r}", key)
     connection: StreamableHttpConnection | SSEConnection
     if transport == "sse":
         connection = {"transport": "sse", "url": url}
@@ -173,7 +222,7 @@ def _http(transport: str, entry: dict[str, Any]) -> StreamableHttpConnection | S
 
 def _string_map(key: str, value: Any) -> dict[str, str]:
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise ValueError(f"{key!r} must be an object of strings")
+        raise EntryError(f"{key!r} must be an object of strings", key)
     return dict(value)
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, get_type_hints
@@ -29,6 +32,24 @@ logger = logging.getLogger(__name__)
 NOT_FROM_PROJECT = frozenset(
     {"request_id", "database", "chat_model", "tool_registry", "project_file", "trace_parent"}
 )
+
+
+#: Whether a Context being made makes its models, so a bad spec fails before the run (``models_unchecked``).
+_CHECK_MODELS: ContextVar[bool] = ContextVar("phasegraph_check_models", default=True)
+
+
+@contextmanager
+def models_unchecked() -> Iterator[None]:
+    """Contexts made within do not make their models: one made to list its tools needs no provider key.
+
+    A run's Context makes each model it names as it is made, so a bad spec fails before the run
+    starts; ``phasegraph tools`` runs no model, and an ``openai:`` model needs ``OPENAI_API_KEY`` to be made.
+    """
+    token = _CHECK_MODELS.set(False)
+    try:
+        yield
+    finally:
+        _CHECK_MODELS.reset(token)
 
 
 def _whole(value: Any) -> Any:
@@ -132,8 +153,7 @@ class RunContext:
         if self.chat_model is not None and not isinstance(self.chat_model, BaseChatModel):
             raise ConfigurationError("chat_model must be a LangChain BaseChatModel")
         if self.chat_model is None:
-            # fail now, before the run starts, on a bad spec or script
-            make_model(self.model, demo_script=self.DEMO_SCRIPT)
+            self.check_model(self.model)
         if self.tool_registry is not None and not isinstance(self.tool_registry, ToolRegistry):
             raise ConfigurationError("tool_registry must be a tools.ToolRegistry")
         self._registry: ToolRegistry | None = None  # chosen at the first call of registry()
@@ -142,6 +162,14 @@ class RunContext:
         )
         self._toolset: Toolset | None = None
         self._tools_lock = asyncio.Lock()
+
+    def check_model(self, spec: str) -> None:
+        """Make the model of ``spec`` once, so a bad spec or script fails now, before the run starts.
+
+        Not within ``models_unchecked()``: a Context made there runs no model.
+        """
+        if _CHECK_MODELS.get():
+            make_model(spec, demo_script=self.DEMO_SCRIPT)
 
     def _apply(self, project: Project) -> None:
         """Take the project file's settings for every field still at its default."""

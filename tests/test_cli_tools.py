@@ -45,9 +45,12 @@ def _env(tmp_path: Path) -> dict[str, str]:
             "PHASEGRAPH_CHECKPOINTER": f"sqlite:{tmp_path / 'state.db'}"}  # fmt: skip
 
 
-def _cli(tmp_path: Path, *args: str, stdin: str | None = "") -> subprocess.CompletedProcess[str]:
+def _cli(
+    tmp_path: Path, *args: str, stdin: str | None = "", unset: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in _env(tmp_path).items() if k not in unset}
     return subprocess.run(
-        [PHASEGRAPH, *args], cwd=tmp_path, env=_env(tmp_path), input=stdin, capture_output=True, text=True,
+        [PHASEGRAPH, *args], cwd=tmp_path, env=env, input=stdin, capture_output=True, text=True,
         timeout=TIMEOUT,
     )  # fmt: skip
 
@@ -356,6 +359,22 @@ def test_tools_lists_builtin_mcp_and_python_tools_with_their_sources(tmp_path: P
     assert {t["name"] for t in listing["unified"]["tools"]} == {"git.git_log", "word_count"}
     assert listing["triggered_phase"]["unavailable"] == {}
     assert "note" in listing["xml_contract"]
+
+
+def test_tools_lists_without_making_a_model_so_no_provider_key_is_needed(tmp_path: Path):
+    """openai: models cannot be made without OPENAI_API_KEY, and listing tools made every protocol's."""
+    models = {"planner.reviewer": "openai:o4-mini", "goal_pursuit.action_decision": "openai:gpt-4.1"}
+    path = write_project(tmp_path, {"model": "openai:gpt-4.1-mini", "models": models,
+                                    "python_tools": {"count": USER_TOOLS + "word_count"}})  # fmt: skip
+    listed = _cli(tmp_path, "tools", "--json", "--config", str(path), unset=("OPENAI_API_KEY",))
+    assert listed.returncode == 0, listed.stderr
+    listing = json.loads(listed.stdout)
+    for protocol in ("triggered_phase", "unified", "goal_pursuit", "planner"):
+        assert "word_count" in {t["name"] for t in listing[protocol]["tools"]}
+    ran = _cli(tmp_path, "run", "unified", "Hi", "--config", str(path), unset=("OPENAI_API_KEY",))
+    assert (
+        ran.returncode == 2 and "needs OPENAI_API_KEY" in ran.stderr
+    )  # a run makes its model before it starts
 
 
 def test_tools_names_a_server_that_did_not_start_and_still_exits_zero(tmp_path: Path):

@@ -108,7 +108,7 @@ class GoalPursuitContext(RunContext):
         self.templates()  # a missing template is a configuration error now, not mid-run
         if self.chat_model is None:  # a bad phase model fails now, before the run starts
             for spec in {self.model_for(phase) for phase in TEMPLATE_FILES} - {self.model}:
-                make_model(spec, demo_script=self.DEMO_SCRIPT)
+                self.check_model(spec)
 
     def phase_model(self, phase: PhaseName, call_index: int = 0, user_turn: int = 0) -> BaseChatModel:
         """The chat model of one phase (a role): ``[models] "goal_pursuit.<phase>"``, else the run's model.

@@ -104,7 +104,7 @@ class PlannerContext(RunContext):
         self._profiles = _profiles(self.profiles)
         for settings in self._profiles.values():
             if settings.model and self.chat_model is None:
-                make_model(settings.model, demo_script=self.DEMO_SCRIPT)  # a bad spec fails now
+                self.check_model(settings.model)  # a bad spec fails now
         self._store: PlanningStore | None = None
         self._opening = asyncio.Lock()
 

@@ -2,7 +2,8 @@
 
 Each protocol's Context is built from the project file in force and its tools opened as a run opens
 them (``open_tools``: the protocol's own, the MCP servers' (started here) and the Python tools, kept
-by the protocol's ``tools`` patterns), then closed. A server that did not start is listed with why.
+by the protocol's ``tools`` patterns), then closed. A server that did not start is listed with why. No
+model is made (``models_unchecked``): listing needs no provider key.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import typer
 from rich.console import Console
 
 from phasegraph.graphs.registry import PROTOCOLS, get_protocol
+from phasegraph.nodes.context import models_unchecked
 from phasegraph.nodes.errors import PhasegraphError
 from phasegraph.server.cli.options import refuse
 from phasegraph.server.cli.project_file import ConfigOption, use_project
@@ -38,7 +40,8 @@ def tools_command(
 
     Source is builtin, mcp:<server> or python:<name>. MCP servers are started to list their tools
     (and stopped); a server that did not start is listed with why, and the command still exits 0.
-    Exit 2 when the project file or a protocol's tools cannot be used.
+    No model is made, so no provider key is needed. Exit 2 when the project file or a protocol's tools
+    cannot be used.
     """
     ids = list(PROTOCOLS)
     if protocol is not None:
@@ -65,7 +68,8 @@ async def _listing(ids: list[str]) -> dict[str, Any]:
 
 async def _protocol_tools(protocol: str) -> dict[str, Any]:
     """One protocol's tools as its runs see them, with the servers that did not start."""
-    context = get_protocol(protocol).make_context()
+    with models_unchecked():  # listing runs no model: an openai: model needs no key here
+        context = get_protocol(protocol).make_context()
     try:
         registry = await context.open_tools()
         unavailable = context.unavailable_tools()

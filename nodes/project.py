@@ -269,7 +269,10 @@ def examine_project(path: Path) -> tuple[Project | None, list[str]]:
         problems.append(
             f"{located(path.name, lines.line(deep), key)}: nested deeper than {MAX_NESTING} levels"
         )
-        left_out.add(leave_out(data, key, empty_too=True))
+        removed = leave_out(data, key, empty_too=True)
+        if not removed:  # nothing was taken out: the next look would find the same
+            return None, problems
+        left_out.add(removed)
     for _ in range(_PASSES):
         try:
             file = ProjectFile.model_validate(data)

@@ -70,14 +70,17 @@ class ToolRunner:
         return ToolResult(status="error", error=self._masked(error), duration_ms=_ms(started))
 
     def _masked(self, text: str) -> str:
-        """``text`` with the workspace's own path as ``WORKSPACE_MARK``: clients must not see server paths.
+        """``text`` without the workspace's path: clients must not see server paths.
 
-        Only that path is replaced, where it stands as a path of its own (not inside a longer one), so
-        the rest of what the tool said stays as it said it.
+        A file in it is named relative to it (``docs/x.md``, as the tools take paths); the workspace
+        itself reads ``WORKSPACE_MARK``. Only that path is replaced, where it stands as a path of its own
+        (not inside a longer one), so the rest of what the tool said stays as it said it.
         """
         roots = {str(self.context.workspace.resolve()), str(self.context.workspace.absolute())} - {"/"}
         for root in sorted(roots, key=len, reverse=True):
-            text = re.sub(rf"(?<![\w.~/-]){re.escape(root)}(?![\w-]|\.[\w-])", WORKSPACE_MARK, text)
+            alone = rf"(?<![\w.~/-]){re.escape(root)}"
+            text = re.sub(alone + "/(?=[^/])", "", text)  # a path inside it: relative
+            text = re.sub(alone + r"(?![\w-]|\.[\w-])", WORKSPACE_MARK, text)
         return text
 
     async def _invoke(self, name: str, args: dict[str, Any], call_id: str = "") -> str:

@@ -97,11 +97,11 @@ def test_page_drives_a_run_end_to_end(servers: Any, tmp_path: Path) -> None:
         expect(rows.filter(has_text="(input)").first).to_contain_text("__start__")
         before_tool = rows.filter(has=page.locator("td", has_text=re.compile(r"^tool_phase$"))).first
         expect(before_tool).to_contain_text("action_phase")
-        paused_request = page.locator("#request-info").text_content()
+        paused_request = page.locator("#request-info").get_attribute("data-request-id")
         before_tool.get_by_role("button", name="Fork").click()
         expect(chat).to_contain_text("forked from checkpoint", timeout=WAIT)
         expect_done(page)
-        expect(page.locator("#request-info")).not_to_have_text(paused_request or "")
+        expect(page.locator("#request-info")).not_to_have_attribute("data-request-id", paused_request or "")
 
         # 5. The trace of the (forked) request.
         page.locator("#trace-button").click()
@@ -141,6 +141,16 @@ def test_the_readme_server_runs_the_protocol_the_page_picks(tmp_path: Path) -> N
             expect(chat).to_contain_text("duplicate call refused: read_file")
             expect(chat.locator(".note.warn")).not_to_contain_text(["fallback"])
             expect(page.locator("[data-testid='thread-item']").first).to_contain_text("triggered_phase")
+            # a chat, not a console: no ids in the header (a button copies them), the side panels closed
+            expect(page.locator("header")).not_to_contain_text(re.compile(r"[0-9a-f]{12}"))
+            expect(page.locator("#request-info")).to_have_attribute("data-request-id", re.compile(r"\w+"))
+            expect(page.locator("[data-testid='panels']")).to_be_hidden()
+            page.locator("#checkpoints-button").click()
+            rows = page.locator("#checkpoints [data-testid='checkpoint-row']")
+            expect(rows.first).to_be_visible(timeout=WAIT)
+            expect(page.locator("#checkpoints-button")).to_have_attribute("aria-expanded", "true")
+            page.locator("#checkpoints-button").click()
+            expect(page.locator("[data-testid='panels']")).to_be_hidden()
             starts = [route for route in posted if route.split("?")[0].endswith("/stream")]
             assert starts == ["/api/runs/triggered_phase/stream"], posted
     finally:
@@ -912,10 +922,10 @@ def test_page_shows_a_planner_turn_readably(servers: Any, tmp_path: Path) -> Non
             'list_templates{"query":"launch"}ok'
         )
 
-        # In order: the header, the chip, text, the tool, the card, text and the answer.
+        # In order: the header, the chip, text, the tool, the card and the answer (its text, streamed, once).
         lines = chat.locator(".msg.assistant").last.locator(".body > *")
         order = lines.evaluate_all("nodes => nodes.map((node) => node.dataset.testid || node.className)")
-        assert order == ["planner-session", "agent-state", "text", "tool-line", "plan-card", "text", "answer"]
+        assert order == ["planner-session", "agent-state", "text", "tool-line", "plan-card", "answer"]
 
         text = chat.inner_text()
         assert [key for key in PLANNER_RAW if key in text] == []

@@ -10,7 +10,6 @@ the tool ran, and with which arguments, is read from the server's trace (the too
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,9 +37,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 def request_id(page: Page) -> str:
     """The current request, as the page names it (``request <id> · thread <id>``)."""
-    found = re.match(r"request (\S+)", page.locator("#request-info").inner_text())
-    assert found, page.locator("#request-info").inner_text()
-    return found.group(1)
+    found = page.locator("#request-info").get_attribute("data-request-id")
+    assert found, "the page names no request"
+    return found
 
 
 def tool_results(server: Server, request: str) -> list[dict[str, Any]]:

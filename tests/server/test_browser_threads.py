@@ -52,10 +52,10 @@ def expect_first_conversation(page: Page) -> None:
 
 def test_page_keeps_the_conversation_on_threads(servers: Any, tmp_path: Path) -> None:
     server = servers(PHASEGRAPH_MODEL=slow_script(tmp_path, delay_ms=10))
-    sent: list[Any] = []  # the chat routes' bodies
+    sent: list[Any] = []  # the bodies of the chats' runs
 
     def record(request: Request) -> None:
-        if "/api/chat/" in request.url:
+        if "/api/runs/" in request.url:
             sent.append(request.post_data_json)
 
     with open_page() as page:

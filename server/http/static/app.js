@@ -17,7 +17,7 @@ import {
 } from "./conversation.js";
 import { breakpointsFor, debugRunOn, initDebugger } from "./debug.js";
 import { els } from "./dom.js";
-import { loadTrace } from "./panels.js";
+import { copyIds, loadTrace, togglePanel } from "./panels.js";
 import { loadProtocols, protocolSettings, protocols, restore, save, showProtocol } from "./settings.js";
 import { onFork, openStream, showCheckpoints, showRefusal, state, updateControls } from "./session.js";
 import { deleteThread } from "./threads.js";
@@ -271,8 +271,9 @@ async function init() {
   els.pause.addEventListener("click", pause);
   els.resume.addEventListener("click", resume);
   els.cancel.addEventListener("click", cancel);
-  els.traceButton.addEventListener("click", () => loadTrace(state.requestId));
-  els.checkpointsButton.addEventListener("click", showCheckpoints);
+  els.traceButton.addEventListener("click", () => togglePanel(els.traceButton, () => loadTrace(state.requestId)));
+  els.checkpointsButton.addEventListener("click", () => togglePanel(els.checkpointsButton, showCheckpoints));
+  els.requestInfo.addEventListener("click", () => copyIds(els.requestInfo));
   els.newThread.addEventListener("click", newThread);
   onFork(fork);
   onApprovalAnswer(answerApproval);

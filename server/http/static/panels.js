@@ -156,3 +156,24 @@ export function enableForks(streaming) {
     button.disabled = streaming || button.dataset.ended === "true";
   }
 }
+
+/** Open or close the side panel a button controls (``aria-controls``); ``load`` fills it as it opens. */
+export function togglePanel(button, load) {
+  const panel = document.getElementById(button.getAttribute("aria-controls") || "");
+  if (!panel) return;
+  const opening = panel.hidden;
+  panel.hidden = !opening;
+  button.setAttribute("aria-expanded", String(opening));
+  if (opening) load();
+}
+
+/** Copy the ids the header's button holds (its title), and say so on it for a moment. */
+export async function copyIds(button) {
+  try {
+    await navigator.clipboard.writeText(button.title);
+    button.textContent = "copied";
+  } catch (_) {
+    button.textContent = "copy failed: see the title";
+  }
+  setTimeout(() => (button.textContent = "copy ids"), 1500);
+}

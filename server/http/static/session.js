@@ -52,8 +52,12 @@ export function updateControls() {
   els.traceButton.disabled = !state.requestId;
   els.checkpointsButton.disabled = !state.threadId;
   enableForks(state.streaming);
+  // The ids are no headline: a button copies them (its title shows them), its data attributes hold them.
   const ids = [state.requestId && `request ${state.requestId}`, state.threadId && `thread ${state.threadId}`];
-  els.requestInfo.textContent = ids.filter(Boolean).join(" · ");
+  els.requestInfo.hidden = !ids.some(Boolean);
+  els.requestInfo.title = ids.filter(Boolean).join(" · ");
+  els.requestInfo.dataset.requestId = state.requestId || "";
+  els.requestInfo.dataset.threadId = state.threadId || "";
 }
 
 function applyEvent(ev) {

@@ -61,6 +61,7 @@ def asked(page: Page, protocol: str = "triggered_phase") -> Any:
     assert json.loads(card.locator("[data-testid='approval-args']").input_value()) == PROPOSED
     expect(page.locator("#resume")).to_be_disabled()  # the card's answer resumes it, not Resume
     expect(page.locator("#chat [data-testid='tool-line']")).to_have_count(0)  # nothing ran
+    expect(page.locator("#chat .note", has_text="for your approval")).to_have_count(1)
     return card
 
 
@@ -97,9 +98,11 @@ def test_the_page_approves_a_call_also_after_a_reload(server: Server) -> None:
         expect(card.locator(".tool-name")).to_have_text("archive_everything")
         assert json.loads(card.locator("[data-testid='approval-args']").input_value()) == PROPOSED
         expect(page.locator("#resume")).to_be_disabled()
+        expect(page.locator("#chat .note", has_text="for your approval")).to_have_count(1)
         card.locator("[data-testid='approve']").click()
 
         expect_ran(page, "ok")
+        expect(page.locator("#chat .note", has_text="for your approval")).to_have_count(0)  # it waits no more
         expect(card.locator("[data-testid='approval-answer']")).to_have_text("approved")
         expect(card.locator("[data-testid='approve']")).to_be_disabled()
         assert request_id(page) == request  # the same request went on

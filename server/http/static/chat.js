@@ -442,6 +442,8 @@ function waitingCard(callId) {
 }
 
 function approvalAnswered(ev) {
+  // the line that said the run waits for an answer says so no more
+  for (const wait of els.chat.querySelectorAll('[data-testid="approval-wait"]')) wait.remove();
   const card = waitingCard(ev.callId);
   if (card) settleCard(card, ev);
   else noteLine(answeredText(ev), ev.decision === "reject" ? "warn" : "");
@@ -499,7 +501,10 @@ const RENDER = {
   approval_requested: (ev) => showApproval(ev),
   approval_answered: (ev) => approvalAnswered(ev),
   paused: (ev) => {
-    noteLine(pausedText(ev), "pause");
+    const note = noteLine(pausedText(ev), "pause");
+    if (ev.reason === "interrupt" && els.chat.querySelector('.approval[data-state="waiting"]')) {
+      note.dataset.testid = "approval-wait"; // taken out once the approval is answered
+    }
     settleState("paused");
     setChip("paused", "paused");
   },

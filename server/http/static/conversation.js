@@ -211,7 +211,8 @@ async function showThread(messages, protocol, record, approvals) {
   if (record.status === "paused" && approvals.length) {
     startTurn(label);
     for (const ask of approvals) showApproval(ask);
-    noteLine("the last request waits for your approval: approve, edit or reject the call above", "pause");
+    const wait = noteLine("the last request waits for your approval: approve, edit or reject the call above", "pause");
+    wait.dataset.testid = "approval-wait";
     setChip("paused", "paused");
     updateControls();
   } else if (record.status === "paused") {

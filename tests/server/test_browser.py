@@ -205,6 +205,31 @@ def test_page_marks_an_answer_that_rests_on_no_tool_output(servers: Any, tmp_pat
         expect(answer).to_have_class(re.compile(r"\bunsupported\b"))
 
 
+MARKDOWN_ANSWER = (
+    "The roadmap has **two milestones**:\n\n- March: `triggered_phase`\n- June: the rest\n\n"
+    '<img src="x" onerror="window.pwned=1"> [details](javascript:window.pwned=2) [docs](https://example.org/)'
+)
+
+
+def test_page_renders_an_answer_as_markdown_and_runs_nothing_it_holds(servers: Any, tmp_path: Path) -> None:
+    script = tmp_path / "markdown.json"
+    script.write_text(json.dumps({"turns": [{"content": MARKDOWN_ANSWER}]}), encoding="utf-8")
+    server = servers(PHASEGRAPH_MODEL=f"scripted:{script}")
+    with open_page() as page:
+        page.goto(server.url)
+        page.locator("#protocol").select_option("unified")
+        send(page, "What is on the roadmap?")
+        text = page.locator("#answer .answer-text")
+        expect(text.locator("strong")).to_have_text("two milestones", timeout=WAIT)
+        expect(text.locator("li")).to_have_text(["March: triggered_phase", "June: the rest"])
+        expect(text.locator("code")).to_have_text("triggered_phase")
+        expect(text.locator("img")).to_have_count(0)  # raw HTML is not shown
+        expect(text.locator("a", has_text="docs")).to_have_attribute("target", "_blank")
+        assert (text.locator("a", has_text="details").get_attribute("href") or "") == ""  # no javascript: URL
+        assert page.evaluate("window.pwned") is None
+        assert page.locator("#chat").inner_text().count("two milestones") == 1  # the answer once
+
+
 GOAL = (
     "The Grey Fox found her compass at the lighthouse in chapter 3: give it back to her and note it "
     "in that chapter."

@@ -14,6 +14,10 @@ MODULES = ROOT / "tests" / "js" / "node_modules"
 SHIPPED = {
     "dagre.esm.js": "@dagrejs/dagre/dist/dagre.esm.js",
     "dagre.LICENSE": "@dagrejs/dagre/LICENSE",
+    "marked.esm.js": "marked/lib/marked.esm.js",
+    "marked.LICENSE": "marked/LICENSE",
+    "purify.es.mjs": "dompurify/dist/purify.es.mjs",
+    "dompurify.LICENSE": "dompurify/LICENSE",
     **{
         f"json-schema/{name.name}": f"@cfworker/json-schema/dist/esm/{name.name}"
         for name in sorted((VENDOR / "json-schema").glob("*.js"))

@@ -3,6 +3,7 @@
 
 import { answeredText, approvalCard, retireCard, settleCard } from "./approval.js";
 import { el, els } from "./dom.js";
+import { markdownBlock } from "./markdown.js";
 import {
   agentStepLine,
   budgetLine,
@@ -238,7 +239,7 @@ function showFinal(ev) {
   if (ev.agent) box.dataset.agent = ev.agent;
   box.append(
     el("div", "answer-label", answerLabel(ev)),
-    el("div", "answer-text", ev.answer),
+    markdownBlock("answer-text", ev.answer),
   );
   const outcome = outcomeBlock(ev); // goal_pursuit: its Resolution or OperationPlan
   if (outcome) box.append(outcome);

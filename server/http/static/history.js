@@ -3,6 +3,7 @@
 // ("ran tool X(args) → ok"). The messages are LangChain message dicts; nothing protocol-specific is read.
 
 import { el, els } from "./dom.js";
+import { markdownBlock } from "./markdown.js";
 
 /** The text of a message's content: a string, or a list of content blocks (their text parts). */
 export function contentText(content) {
@@ -68,7 +69,7 @@ class Drawing {
     if (this.last && this.last === this.body.lastElementChild) {
       const box = el("div", "answer history-answer");
       box.dataset.testid = "history-answer";
-      box.append(el("div", "answer-label", "Answer"), el("div", "answer-text", this.last.textContent));
+      box.append(el("div", "answer-label", "Answer"), markdownBlock("answer-text", this.last.textContent));
       this.last.replaceWith(box);
     }
     this.last = null;

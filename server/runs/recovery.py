@@ -102,10 +102,10 @@ def unsaved_turn(record: RequestRecord, snapshot: StateSnapshot) -> dict[str, li
     written while its first step runs, so a server killed at once leaves the thread as it was before the
     turn: nothing to go on from, yet the turn is kept with its request, which re-runs it whole. ``None``
     for a request that is no turn (its input is not kept), that saved a checkpoint, or whose thread has
-    something to go on with.
+    something to go on with, and for a request that ended (a finished turn is never run again).
     """
     message = record.options.get(TURN_MESSAGE)
-    if not isinstance(message, str) or can_go_on(snapshot):
+    if record.status not in ("running", "paused") or not isinstance(message, str) or can_go_on(snapshot):
         return None
     if (snapshot.metadata or {}).get("run_id") == record.request_id:
         return None  # it saved its steps: it ran to its end, or its last step's writes are what was lost

@@ -239,3 +239,17 @@ def test_a_turn_killed_before_it_saved_anything_is_paused_and_resumes_from_its_m
     assert [e.type for e in kept_events].count("phase_start") == [e.type for e in after].count("phase_start")
     humans = [m["content"] for m in messages if m["type"] == "human"]
     assert humans == ["Summarise the roadmap"] * (2 if turn == "second" else 1)  # the turn's message, once
+
+
+def test_a_finished_turn_is_never_run_again_by_a_resume(servers, tmp_path: Path):
+    """A turn whose thread went on in a later turn looks, from the thread, like one that saved nothing."""
+    server = servers(**_env(tmp_path))
+    with httpx.Client(base_url=server.url) as client:
+        for request_id in ("done-1", "done-2"):
+            body = {"message": "Summarise the roadmap", "requestId": request_id, "threadId": "t-done"}
+            assert stream(client, "POST", RUN, json=body)[-1].type == "final"
+        refused = client.post("/api/requests/done-1/resume", json={})
+        assert refused.status_code == 409, refused.text
+        messages = client.get("/threads/t-done/state").json()["values"]["messages"]
+        assert [m["type"] for m in messages].count("human") == 2  # nothing ran again
+        assert client.get("/api/requests/done-1").json()["status"] == "completed"

@@ -1,7 +1,7 @@
-"""The debugger's state view and state editor (static/inspect.js) in a real headless Chromium against a real
-server: real threads of every protocol (the demo scripts), checkpoints fetched from the LangGraph API, the
-diff between two checkpoints checked against the states themselves, and edits checked against each
-protocol's state schema before they are written as a new checkpoint."""
+"""The debugger's state view and state editor (static/inspect.js, editor.js) in a real headless Chromium
+against a real server: real threads of every protocol (the demo scripts), checkpoints fetched from the
+LangGraph API, the diff between two checkpoints checked against the states themselves, and edits checked
+against each protocol's state schema before they are written as a new checkpoint."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ MISSING = object()
 
 # The page's modules and a box to draw into, in place of the page's own layout (a screenshot shows it alone).
 SETUP = """async () => {
-  const inspect = await import('/static/inspect.js');
+  const inspect = { ...(await import('/static/inspect.js')), ...(await import('/static/editor.js')) };
   const { api } = await import('/static/api.js');
   for (const node of document.body.children) node.style.display = 'none';
   document.body.style.cssText = 'display:block;height:auto;padding:16px';

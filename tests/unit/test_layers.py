@@ -159,3 +159,14 @@ def test_a_module_resolves_its_own_location_once_at_import():
                 if here and (id(node) in in_functions or id(node) not in resolved):
                     unresolved.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert unresolved == []
+
+
+def test_the_pages_modules_stay_short():
+    """The page's own JavaScript modules too (the vendored libraries are npm's, not ours)."""
+    static = ROOT / "server" / "http" / "static"
+    long_modules = [
+        f"{path.name}: {lines} lines"
+        for path in sorted(static.glob("*.js"))
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    ]
+    assert long_modules == []

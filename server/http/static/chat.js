@@ -3,180 +3,44 @@
 
 import { answeredText, approvalCard, retireCard, settleCard } from "./approval.js";
 import { el, els } from "./dom.js";
+import { executionTag } from "./network.js";
+import { inPlanner, lastTurnLine, sessionLine, usageLine } from "./planner.js";
+import { contextLine, decisionLine, outcomeBlock, verdictLine } from "./pursuit.js";
+import { inXmlBlock, validationBox } from "./xml.js";
 import { markdownBlock } from "./markdown.js";
 import {
-  agentStepLine,
-  budgetLine,
-  executionTag,
-  inNetwork,
-  networkProgress,
-  routeLine,
-  transcriptBlock,
-} from "./network.js";
+  agentState,
+  agentStep,
+  budgetText,
+  handoff,
+  phaseEnded,
+  phaseLabel,
+  phaseStarted,
+  planStep,
+  reviewPlan,
+  settleState,
+  showError,
+  showPlan,
+  xmlBlock,
+  xmlCall,
+  xmlResult,
+} from "./lines.js";
 import {
-  addPlanStep,
-  agentStateChip,
-  agentStateText,
-  inPlanner,
-  lastTurnLine,
-  planCard,
-  planProgress,
-  planStepFinished,
-  planStepOf,
-  planStepStarted,
-  plannerBudgetLine,
-  reviewPrompt,
-  sessionLine,
-  setPlanStatus,
-  settleAgentState,
-  showAgentState,
-  usageLine,
-  verdictNote,
-} from "./planner.js";
-import {
-  contextLine,
-  decisionLine,
-  iterates,
-  outcomeBlock,
-  phaseEndText,
-  phaseHeader,
-  phaseName,
-  progressText,
-  verdictLine,
-} from "./pursuit.js";
-import {
-  addStep,
-  callFinished,
-  callStarted,
-  closeBlock,
-  inXmlBlock,
-  orphanBox,
-  stepOf,
-  validationBox,
-  xmlBlockBox,
-  xmlBudgetLine,
-} from "./xml.js";
+  appendText,
+  argsText,
+  block,
+  current,
+  dropReplaced,
+  endText,
+  noteLine,
+  releaseAnswerId,
+  scrollChat,
+  setChip,
+  tag,
+  turn,
+} from "./turn.js";
 
-// Where the current stream's events are written.
-const current = {
-  turn: null, // the assistant message body
-  text: null, // the text block streamed text is appended to
-  lastText: null, // the turn's latest text block (its final answer, when it streamed one, is shown once)
-  tools: new Map(), // callId -> tool line element
-  phase: null, // the header of the phase running now (iterating protocols: goal_pursuit)
-  blocks: new Map(), // xml_contract: block group ("1.1") -> its box, which holds its calls' lines
-  plans: new Map(), // planner: plan id -> its card, which holds its steps' lines
-  agentState: null, // planner: the turn's status chip
-  event: null, // the event being rendered: what it adds is tagged with its request and seq
-};
-
-/** Tag a node with the run event that made it, so a replaced attempt can be taken out again. */
-function tag(node) {
-  // Only events a graph step emitted are repeated by a re-run; the server's own (paused...) stay.
-  if (current.event && current.event.seq != null && current.event.graphStep != null) {
-    node.dataset.seq = String(current.event.seq);
-    node.dataset.request = current.event.requestId || "";
-  }
-  return node;
-}
-
-function scrollChat() {
-  els.chat.scrollTop = els.chat.scrollHeight;
-}
-
-function clearPlaceholder() {
-  const empty = els.chat.querySelector(".empty");
-  if (empty) empty.remove();
-}
-
-/** Drop id="answer" from the older answer: #answer is always the latest request's answer. */
-function releaseAnswerId() {
-  const previous = document.getElementById("answer");
-  if (previous) previous.removeAttribute("id");
-}
-
-export function addUserMessage(text) {
-  clearPlaceholder();
-  const msg = el("div", "msg user");
-  msg.append(el("div", "who", "you"), el("div", "body", text));
-  els.chat.append(msg);
-  scrollChat();
-}
-
-/** A new assistant message; events of the current stream are written into it. */
-export function startTurn(label) {
-  clearPlaceholder();
-  releaseAnswerId();
-  const msg = el("div", "msg assistant");
-  msg.append(el("div", "who", label || "assistant"));
-  const body = el("div", "body");
-  msg.append(body);
-  els.chat.append(msg);
-  current.turn = body;
-  current.text = null;
-  current.lastText = null;
-  current.tools = new Map();
-  current.phase = null;
-  current.blocks = new Map();
-  current.plans = new Map();
-  current.agentState = null;
-  scrollChat();
-  return body;
-}
-
-/** The chat was redrawn (another thread opened): nothing of the old stream's turn is written to any more. */
-export function forgetTurn() {
-  endText();
-  current.turn = null;
-  current.tools = new Map();
-  current.phase = null;
-  current.blocks = new Map();
-  current.plans = new Map();
-  current.agentState = null;
-}
-
-function turn() {
-  return current.turn || startTurn();
-}
-
-function appendText(text) {
-  if (!current.text) {
-    current.text = el("div", "text streaming");
-    current.lastText = current.text;
-    turn().append(current.text);
-  }
-  current.text.append(tag(el("span", "", text)));
-  scrollChat();
-}
-
-/** Close the streaming text block (it loses its cursor); the next text starts a new block. */
-export function endText() {
-  if (current.text) current.text.classList.remove("streaming");
-  current.text = null;
-}
-
-function block(node) {
-  endText();
-  turn().append(tag(node));
-  scrollChat();
-  return node;
-}
-
-export function noteLine(text, kind) {
-  return block(el("div", `note${kind ? ` ${kind}` : ""}`, text));
-}
-
-export function errorLine(text) {
-  return block(el("div", "note error", text));
-}
-
-function argsText(args) {
-  try {
-    return JSON.stringify(args || {});
-  } catch (_) {
-    return String(args);
-  }
-}
+export { addUserMessage, chipFor, endText, errorLine, forgetTurn, noteLine, setChip, startTurn } from "./turn.js";
 
 function toolLine(callId, name, args, executionId) {
   const line = el("div", "tool");
@@ -248,182 +112,6 @@ function showFinal(ev) {
   scrollChat();
 }
 
-/**
- * A crashed attempt is being done again: take out what its events (``from`` up to the
- * ``resumed`` event) showed, so nothing appears twice. Returns how many were taken out.
- */
-function dropReplaced(ev) {
-  const replaced = [...els.chat.querySelectorAll("[data-seq]")].filter(
-    (node) => node.dataset.request === (ev.requestId || "") && Number(node.dataset.seq) >= ev.replacesFromSeq && Number(node.dataset.seq) < ev.seq,
-  );
-  for (const node of replaced) node.remove();
-  for (const [callId, line] of current.tools) if (!line.isConnected) current.tools.delete(callId);
-  for (const [group, box] of current.blocks) if (!box.isConnected) current.blocks.delete(group);
-  for (const [planId, card] of current.plans) if (!card.isConnected) current.plans.delete(planId);
-  if (current.agentState && !current.agentState.isConnected) current.agentState = null;
-  for (const block of els.chat.querySelectorAll(".text")) if (!block.hasChildNodes()) block.remove();
-  current.text = null;
-  return replaced.length;
-}
-
-// ---------------------------------------------------------------- status chip
-
-export function setChip(text, kind) {
-  els.status.textContent = text;
-  els.status.dataset.state = kind;
-}
-
-/** The chip state for a request status from the server. */
-export function chipFor(status) {
-  return { completed: "done", failed: "error" }[status] || status || "idle";
-}
-
-function phaseLabel(ev) {
-  if (!ev.phase) return "running";
-  const name = phaseName(ev.phase);
-  if (inNetwork(ev)) return `${name} · ${networkProgress(ev)}`; // "agent routing · step 4 · writer (epoch 3)"
-  let label = ev.phaseIndex != null ? `${name} #${ev.phaseIndex}` : name;
-  if (ev.cycleIndex != null) label += ` (cycle ${ev.cycleIndex})`;
-  else if (iterates(ev)) label += ` (${progressText(ev)})`;
-  if (ev.final) label += " · final";
-  return label;
-}
-
-// ---------------------------------------------------------------- phases of iterating protocols
-
-/** goal_pursuit's phases get a header line in the chat (the others show theirs in the chip only). */
-function phaseStarted(ev) {
-  setChip(phaseLabel(ev), "running");
-  if (iterates(ev)) current.phase = block(phaseHeader(ev));
-}
-
-/** How the phase ended (and its prompt size) goes on its header, or on a line of its own. */
-function phaseEnded(ev) {
-  endText();
-  if (ev.phase === "tool_phase") for (const box of current.blocks.values()) closeBlock(box); // xml_contract
-  if (!iterates(ev)) return;
-  const head = current.phase;
-  const text = phaseEndText(ev);
-  if (head && head.isConnected && head.dataset.phaseIndex === String(ev.phaseIndex ?? "")) {
-    head.append(tag(el("span", "phase-outcome", text)));
-    scrollChat();
-  } else {
-    noteLine(`${phaseName(ev.phase)}${ev.phaseIndex != null ? ` #${ev.phaseIndex}` : ""} ended: ${text}`);
-  }
-  current.phase = null;
-}
-
-// ---------------------------------------------------------------- agent_network
-
-/** An agent decided: its line in the chat, and who is working in the chip. */
-function agentStep(ev) {
-  setChip(networkProgress(ev), "running");
-  block(agentStepLine(ev));
-}
-
-/** Control passed to another agent. */
-function handoff(ev) {
-  setChip(`${ev.to} (epoch ${ev.epoch})`, "running");
-  block(routeLine(ev));
-}
-
-/** The run failed; agent_network's budget errors carry the execution log so far. */
-function showError(ev) {
-  errorLine(`${ev.kind}: ${ev.message}`);
-  if (Array.isArray(ev.transcript) && ev.transcript.length) block(transcriptBlock(ev.transcript));
-}
-
-// ---------------------------------------------------------------- xml_contract
-
-/** A validated block is about to run: its header, and a waiting line per call in step order. */
-function xmlBlock(ev) {
-  current.blocks.set(ev.group, block(xmlBlockBox(ev)));
-}
-
-/** The line of a block's call; a call whose block was not seen (after a resume) gets a box of its own. */
-function xmlStepLine(ev) {
-  let box = current.blocks.get(ev.group);
-  if (!box || !box.isConnected) {
-    box = block(orphanBox(ev));
-    current.blocks.set(ev.group, box);
-  }
-  return stepOf(box, ev.stepIndex) || addStep(box, ev);
-}
-
-function xmlCall(ev) {
-  callStarted(xmlStepLine(ev), ev);
-  scrollChat();
-}
-
-/** A result fills in its own step's line, whatever order a parallel block's calls finish in. */
-function xmlResult(ev) {
-  callFinished(xmlStepLine(ev), ev);
-  scrollChat();
-}
-
-// ---------------------------------------------------------------- planner
-
-/** The turn's one status chip says what the agent does now (the top chip says it too). */
-function agentState(ev) {
-  if (!current.agentState || !current.agentState.isConnected) current.agentState = block(agentStateChip());
-  showAgentState(current.agentState, ev);
-  setChip(agentStateText(ev), "running");
-  scrollChat();
-}
-
-/** The turn is over: its status chip stops saying the agent works. */
-function settleState(outcome) {
-  if (current.agentState && current.agentState.isConnected) settleAgentState(current.agentState, outcome);
-  current.agentState = null;
-}
-
-/** A plan's card; plan_ready_for_review adds its request for the user's verdict to the card already shown. */
-function showPlan(ev, forReview) {
-  const plan = ev.plan && typeof ev.plan === "object" ? ev.plan : {};
-  const planId = plan.plan_id ?? ev.planId;
-  let card = current.plans.get(planId);
-  if (!card || !card.isConnected) {
-    card = block(planCard(plan, planId));
-    current.plans.set(planId, card);
-  }
-  if (forReview) {
-    if (plan.status) setPlanStatus(card, plan.status);
-    card.append(tag(reviewPrompt(ev)));
-  }
-  scrollChat();
-}
-
-/** The card of the event's plan (the latest one when the event names none); one is made if it was not seen. */
-function planCardOf(ev) {
-  let card = ev.planId != null ? current.plans.get(ev.planId) : [...current.plans.values()].pop();
-  if (!card || !card.isConnected) {
-    card = block(planCard({}, ev.planId));
-    current.plans.set(ev.planId, card);
-  }
-  return card;
-}
-
-function reviewPlan(ev) {
-  const card = planCardOf(ev);
-  setPlanStatus(card, ev.verdict);
-  card.append(tag(verdictNote(ev)));
-  scrollChat();
-}
-
-/** A step's line on its plan's card fills in as it starts and ends (a step not listed gets a line). */
-function planStep(ev, started) {
-  const card = planCardOf(ev);
-  const line = planStepOf(card, ev.stepId) || addPlanStep(card, ev);
-  if (started) planStepStarted(line, ev);
-  else planStepFinished(line, ev);
-  setPlanStatus(card, planProgress(card));
-  scrollChat();
-}
-
-function budgetText(ev) {
-  if (ev.protocol === "xml_contract") return xmlBudgetLine(ev);
-  return inPlanner(ev) ? plannerBudgetLine(ev) : budgetLine(ev);
-}
 
 // ---------------------------------------------------------------- approvals
 
@@ -543,3 +231,4 @@ export function renderEvent(ev) {
     current.event = null;
   }
 }
+

@@ -7,76 +7,25 @@
 // client) is followed: while it runs the lit node is the one running (the newest checkpoint's next).
 
 import { api, apiPage, enc, postStream, readError, sseFrames } from "./api.js";
-import { el, els } from "./dom.js";
-import { drawGraph, graphNodes, loadGraph, markGraph } from "./graph.js";
-import { showEditor, showState } from "./inspect.js";
-import { drawTimeline, newestOf, pathTo, sinceTurn, treeOf, walked } from "./timeline.js";
-
-const POLL_MS = 400;
-// With no run going on, the thread is read every QUIET_EVERY-th poll (2 s): a run started elsewhere
-// still shows within that, and an idle tab costs the server little.
-const QUIET_EVERY = 5;
-const FIRST_PAGE = 500; // checkpoints read when a thread opens (older ones on "load older")
-const NEW_PAGE = 50; // read each time the thread moves, added to what is loaded
-const LIVE_RUN = new Set(["pending", "running"]);
-
-const $ = (id) => document.getElementById(id);
-const ui = {
-  tabChat: $("tab-chat"),
-  tabDebug: $("tab-debug"),
-  chatView: $("chat-view"),
-  debugView: $("debug-view"),
-  graph: $("graph"),
-  expand: $("expand-subgraphs"),
-  expandLabel: $("expand-label"),
-  status: $("debug-status"),
-  timeline: $("timeline"),
-  timelineThread: $("timeline-thread"),
-  breakpoints: $("breakpoints"),
-  continueRun: $("continue-run"),
-  runNotice: $("run-notice"),
-  stateView: $("state-view"),
-  stateCheckpoint: $("state-checkpoint"),
-  editor: $("state-editor"),
-};
-
-const dbg = {
-  protocol: null, // the protocol whose graph is drawn
-  drawn: null, // its graph as drawn (collapsed or expanded)
-  schema: null, // its state's JSON Schema (the editor checks edits against it)
-  threadId: null,
-  threadRan: false, // the thread has a run: its graph is that run's protocol, whatever the picker says
-  rows: [], // the thread's checkpoints
-  newestId: null,
-  runStatus: null, // the thread's newest run, as the LangGraph API names its status
-  selectedId: null,
-  follow: true, // the selection follows the newest checkpoint (until a checkpoint is picked)
-  runningOn: null, // the thread a run this tab started streams on
-  older: null, // the page of older checkpoints not loaded yet (a Link the server gave), or null
-  shownId: null, // the checkpoint whose state (and editor) is shown
-  runId: null, // the thread's newest run
-  requestStatus: null, // its native status (paused, cancelled, failed ...)
-  breakBefore: new Set(),
-  breakAfter: new Set(),
-  busy: false, // a poll is under way
-  quiet: 0, // polls skipped since the thread last moved (see QUIET_EVERY)
-  chatStale: false, // the chat was drawn before a run this tab made: draw it again when shown
-};
-
-let hooks = { threadId: () => null, protocol: () => null, streaming: () => false, reopen: () => {} };
-
-const shown = () => !ui.debugView.hidden;
-const live = () =>
-  (dbg.runningOn !== null && dbg.runningOn === dbg.threadId) || hooks.streaming() || LIVE_RUN.has(dbg.runStatus);
-
-function say(text) {
-  ui.status.textContent = text;
-}
-
-function notice(text) {
-  ui.runNotice.textContent = text;
-  ui.runNotice.hidden = !text;
-}
+import { el } from "./dom.js";
+import { showEditor } from "./editor.js";
+import { showState } from "./inspect.js";
+import { drawTimeline, newestOf, treeOf } from "./timeline.js";
+import { drawProtocol, mark } from "./debug_graph.js";
+import {
+  FIRST_PAGE,
+  LIVE_RUN,
+  NEW_PAGE,
+  POLL_MS,
+  QUIET_EVERY,
+  dbg,
+  hooks,
+  live,
+  notice,
+  say,
+  shown,
+  ui,
+} from "./debug_state.js";
 
 // ---------------------------------------------------------------- tabs
 
@@ -97,124 +46,6 @@ function showTab(debug) {
   }
 }
 
-// ---------------------------------------------------------------- the graph
-
-async function drawProtocol(protocol) {
-  dbg.protocol = protocol;
-  dbg.drawn = null;
-  ui.graph.replaceChildren(el("p", "hint", `loading ${protocol}'s graph…`));
-  try {
-    const [collapsed, expanded, schemas] = await Promise.all([
-      loadGraph(protocol, false),
-      loadGraph(protocol, true),
-      api("GET", `/assistants/${enc(protocol)}/schemas`),
-    ]);
-    if (dbg.protocol !== protocol) return;
-    const nested = expanded.nodes.length !== collapsed.nodes.length;
-    ui.expandLabel.hidden = !nested; // only a protocol with a subgraph (the planner's executor) expands
-    dbg.drawn = nested && ui.expand.checked ? expanded : collapsed;
-    dbg.schema = schemas.state_schema || null;
-    drawGraph(ui.graph, dbg.drawn, { onNode: toggleBreakpoint });
-    drawBreakpoints(graphNodes(collapsed)); // a run stops at the protocol's own nodes
-    mark();
-  } catch (err) {
-    if (dbg.protocol !== protocol) return;
-    dbg.protocol = null; // the next poll tries again (a token typed in since, a server back up)
-    ui.graph.replaceChildren(el("p", "note error", `the graph could not be drawn: ${err.message}`));
-  }
-}
-
-/** An edge of the drawing between two nodes; a subgraph's name stands for any node inside it. */
-function drawnEdges([source, target]) {
-  const within = (id, name) => id === name || id.startsWith(`${name}:`);
-  return (dbg.drawn ? dbg.drawn.edges : [])
-    .filter((edge) => within(edge.source, source) && within(edge.target, target))
-    .map((edge) => [edge.source, edge.target]);
-}
-
-/** Light the graph for the selected checkpoint, or for the run while one goes on; say where the thread is. */
-function mark() {
-  const tree = treeOf(dbg.rows);
-  const at = tree.byId.get(dbg.selectedId);
-  describe(at);
-  if (!dbg.drawn) return;
-  const marks = { breakBefore: [...dbg.breakBefore], breakAfter: [...dbg.breakAfter] };
-  if (at) {
-    const { visited, taken } = walked(sinceTurn(pathTo(tree, at.checkpointId)));
-    marks.visited = visited;
-    marks.taken = taken.flatMap(drawnEdges);
-    const newest = at.checkpointId === dbg.newestId;
-    if (newest && live()) {
-      marks.active = at.next; // running now, reached through the edge from the node before
-      const before = at.node ? at.node.split(",") : ["__start__"];
-      marks.taken.push(...before.flatMap((source) => at.next.flatMap((target) => drawnEdges([source, target]))));
-    } else if (newest && at.next.length && !ENDED.has(dbg.requestStatus)) {
-      marks.waiting = at.next; // paused there: a breakpoint, a pause point or a question
-    } else marks.active = at.node ? at.node.split(",") : []; // the node whose work this checkpoint saved
-  }
-  markGraph(ui.graph, marks);
-}
-
-// A run that stopped for good before its end: the thread does not wait there, it went no further.
-const ENDED = new Set(["cancelled", "failed"]);
-
-function describe(at) {
-  if (!dbg.threadId) return say("No thread is open: send a message or open one to follow its run here.");
-  if (!at) return say(dbg.rows.length ? "Select a checkpoint in the timeline." : "This thread has no checkpoints yet.");
-  const newest = at.checkpointId === dbg.newestId;
-  const next = at.next.join(", ");
-  if (newest && live()) return say(`running: ${next || "finishing"}`);
-  if (newest && at.next.length && dbg.requestStatus === "cancelled") return say(`cancelled before ${next}`);
-  if (newest && at.next.length && dbg.requestStatus === "failed") return say(`the run failed before ${next}`);
-  if (newest && at.interrupts && at.interrupts.length) return say(`waits for an answer at ${next}`);
-  if (newest && at.next.length) return say(`paused before ${next}`);
-  if (newest) return say("finished");
-  return say(`checkpoint at step ${at.step} (${at.node || at.source}); the thread went on from here`);
-}
-
-// ---------------------------------------------------------------- breakpoints
-
-function toggleBreakpoint(node) {
-  if (node.includes(":")) node = node.slice(0, node.indexOf(":")); // a run stops at the subgraph's node
-  const box = ui.breakpoints.querySelector(`input[data-when="before"][data-node="${CSS.escape(node)}"]`);
-  if (!box) return;
-  box.checked = !box.checked;
-  box.dispatchEvent(new Event("change"));
-}
-
-function drawBreakpoints(nodes) {
-  const known = new Set(nodes);
-  for (const set of [dbg.breakBefore, dbg.breakAfter]) for (const node of [...set]) if (!known.has(node)) set.delete(node);
-  const table = el("table", "breakpoint-table");
-  const head = el("tr");
-  head.append(el("th", "", "stop"), el("th", "", "before"), el("th", "", "after"));
-  table.append(head);
-  for (const node of nodes) {
-    const row = el("tr");
-    row.dataset.node = node;
-    row.append(el("td", "breakpoint-node", node));
-    for (const [when, set] of [["before", dbg.breakBefore], ["after", dbg.breakAfter]]) {
-      const box = el("input");
-      box.type = "checkbox";
-      box.dataset.testid = `break-${when}`;
-      box.dataset.when = when;
-      box.dataset.node = node;
-      box.checked = set.has(node);
-      box.setAttribute("aria-label", `stop ${when} ${node}`);
-      box.addEventListener("change", () => {
-        if (box.checked) set.add(node);
-        else set.delete(node);
-        mark();
-      });
-      const cell = el("td");
-      cell.append(box);
-      row.append(cell);
-    }
-    table.append(row);
-  }
-  const hint = "Pause the next run (a message sent in the chat, or a run from here) before or after these nodes:";
-  ui.breakpoints.replaceChildren(el("p", "hint", hint), table);
-}
 
 // ---------------------------------------------------------------- the thread
 
@@ -473,7 +304,7 @@ export function breakpointsFor(protocol) {
  * picker's), whether the chat is streaming, and how to draw the chat again after a run made here.
  */
 export function initDebugger(given) {
-  hooks = { ...hooks, ...given };
+  Object.assign(hooks, given);
   ui.tabChat.addEventListener("click", () => showTab(false));
   ui.tabDebug.addEventListener("click", () => showTab(true));
   for (const tab of [ui.tabChat, ui.tabDebug]) {

@@ -11,14 +11,13 @@ import asyncio
 import contextlib
 from typing import Any
 
-from langgraph.types import Command
+from langgraph.types import Command, StateSnapshot
 
 from phasegraph.nodes.approval import waits_for
 from phasegraph.nodes.errors import ConflictError
 from phasegraph.nodes.events import Cancelled
 from phasegraph.server.runs.driving import Driver
 from phasegraph.server.runs.engine import SUPERSEDED, Engine
-from phasegraph.server.runs.protocols import Served
 from phasegraph.server.runs.recovery import unsaved_turn
 from phasegraph.server.runs.takeover import TakeOver
 from phasegraph.server.storage.checkpoints import end_of_phase, thread_config
@@ -62,7 +61,7 @@ class Control:
         if phase_index is None and answer is None and (turn := unsaved_turn(record, latest)) is not None:
             graph_input = turn  # its server died before it saved anything: the turn runs from its start
         elif phase_index is None:
-            graph_input = await answered(served, record, answer)
+            graph_input = answered(record, latest, answer)
         elif answer is not None:  # a question an earlier phase's checkpoint asked is answered no more
             raise ConflictError(
                 "an answer goes to the question the run waits on now: send it without resumeFromPhaseIndex"
@@ -148,14 +147,13 @@ ANSWERS = (
 )
 
 
-async def answered(served: Served, record: RequestRecord, answer: Any) -> Command[Any] | None:
-    """The input that resumes a request from its latest checkpoint: its answer, if it waits for one.
+def answered(record: RequestRecord, snapshot: StateSnapshot, answer: Any) -> Command[Any] | None:
+    """The input that resumes a request from its latest checkpoint, ``snapshot``: its answer, if it asks.
 
     A run waiting in an ``interrupt`` (an approval before a tool call, a question) goes on only
     with an answer: without one it would ask again at once (409 says what to send). An answer to a
     run that waits for none is refused (409): it would be read as nothing.
     """
-    snapshot = await served.graph.aget_state(thread_config(record.thread_key))
     waiting = [item.value for item in snapshot.interrupts]
     if answer is None:
         if waiting:

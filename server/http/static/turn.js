@@ -58,27 +58,23 @@ export function startTurn(label) {
   const body = el("div", "body");
   msg.append(body);
   els.chat.append(msg);
-  current.turn = body;
-  current.text = null;
-  current.lastText = null;
-  current.tools = new Map();
-  current.phase = null;
-  current.blocks = new Map();
-  current.plans = new Map();
-  current.agentState = null;
+  writeInto(body);
   scrollChat();
   return body;
+}
+
+/** The current stream writes into ``body`` from now on (``null``: into no turn), nothing of an earlier turn kept. */
+function writeInto(body) {
+  Object.assign(current, {
+    turn: body, text: null, lastText: null, tools: new Map(), phase: null, blocks: new Map(), plans: new Map(),
+    agentState: null,
+  });
 }
 
 /** The chat was redrawn (another thread opened): nothing of the old stream's turn is written to any more. */
 export function forgetTurn() {
   endText();
-  current.turn = null;
-  current.tools = new Map();
-  current.phase = null;
-  current.blocks = new Map();
-  current.plans = new Map();
-  current.agentState = null;
+  writeInto(null);
 }
 
 export function turn() {

@@ -66,16 +66,29 @@ def test_page_drives_a_run_end_to_end(servers: Any, tmp_path: Path) -> None:
         expect(status).to_contain_text(re.compile(r"(action|tool) phase #\d+ \(cycle \d\)"))
         expect_done(page)
         first_turn = chat.locator(".msg.assistant").last
-        expect(first_turn.locator(".tool").first).to_contain_text('list_files{"path":"docs"}ok')
+        row = first_turn.locator("[data-testid='tool-line']").first
+        expect(row.locator("summary")).to_contain_text('list_files{"path":"docs"}ok')
         expect(first_turn.locator(".tool-output")).to_have_count(0)
+        # A call is one closed row; opening it (Enter on its summary) shows its whole arguments.
+        expect(row.locator(".tool-args-full")).to_be_hidden()
+        row.locator("summary").focus()
+        page.keyboard.press("Enter")
+        expect(row.locator(".tool-args-full")).to_be_visible()
+        expect(row.locator(".tool-args-full")).to_have_text('{\n  "path": "docs"\n}')
 
-        # 2. With "Show tool outputs" the tool output appears in the chat.
+        # 2. With "Show tool outputs" each row holds its call's output, shown when the row is opened.
         page.locator("#show-tool-outputs").check()
         send(page, "And with the tool outputs?")
         turn = chat.locator(".msg.assistant").last
         expect(turn.locator(".tool-output").first).to_contain_text("docs/roadmap.md", timeout=WAIT)
         expect_done(page)
         expect(turn.locator(".tool-output").nth(1)).to_contain_text("Milestone 1")
+        second = turn.locator("[data-testid='tool-line']").nth(1)
+        expect(second.locator(".tool-more")).to_have_text("output")
+        expect(second.locator(".tool-output")).to_be_hidden()
+        second.locator("summary").click()
+        expect(second.locator(".tool-output")).to_be_visible()
+        expect(second.locator(".tool-more")).to_be_hidden()
 
         # 3. Pause at the next pause point, then resume to the end.
         send(page, "Pause this one, please.")
@@ -840,6 +853,36 @@ def test_page_sends_the_planner_settings(servers: Any, tmp_path: Path) -> None:
         page.locator("#protocol").select_option("planner")
         expect(fieldset.get_by_label("Context type")).to_have_value("project")
         expect(fieldset.get_by_label("Project in scope (entity id)")).to_have_value("p-7")
+
+
+def test_page_shows_each_plan_step_once_with_its_output_on_demand(servers: Any, tmp_path: Path) -> None:
+    """The planner's demo plan runs three steps: each shows once, as a line of the plan's card (its call
+    gets no tool row of its own); the session's own call is the one tool row; with tool outputs on, a
+    step's output opens from its line."""
+    server = servers()
+    with open_page() as page:
+        page.goto(server.url)
+        expect(page.locator("#protocol option[value='planner']")).to_have_count(1)
+        page.locator("#protocol").select_option("planner")
+        page.locator("#show-tool-outputs").check()
+        page.locator("#message").fill("Create a project for the spring launch.")
+        page.locator("#send").click()
+        expect(page.locator("#status")).to_have_text("done", timeout=WAIT)
+        turn = page.locator("#chat .msg.assistant").last
+        steps = turn.locator("[data-testid='plan-card'] .plan-step")
+        expect(steps).to_have_count(3)
+        expect(steps.locator(".plan-call")).to_have_text(
+            [re.compile(r"^list_templates\("), re.compile(r"^create_project\("),
+             re.compile(r"^publish_context_document\(")]
+        )  # fmt: skip
+        rows = turn.locator("[data-testid='tool-line']")
+        expect(rows).to_have_count(1)
+        expect(rows.locator(".tool-name")).to_have_text("list_templates")
+        outputs = steps.locator(".plan-step-output")
+        expect(outputs).to_have_count(3)
+        expect(outputs.nth(1).locator(".tool-output")).to_be_hidden()
+        outputs.nth(1).locator("summary").click()
+        expect(outputs.nth(1).locator(".tool-output")).to_contain_text("spring-launch")
 
 
 def test_page_shows_a_planner_turn_readably(servers: Any, tmp_path: Path) -> None:

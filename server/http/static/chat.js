@@ -3,11 +3,11 @@
 
 import { answeredText, approvalCard, retireCard, settleCard } from "./approval.js";
 import { el, els } from "./dom.js";
-import { executionTag } from "./network.js";
 import { inPlanner, lastTurnLine, sessionLine, usageLine } from "./planner.js";
 import { contextLine, decisionLine, outcomeBlock, verdictLine } from "./pursuit.js";
 import { inXmlBlock, validationBox } from "./xml.js";
 import { markdownBlock } from "./markdown.js";
+import { finishToolRow, toolRow } from "./toolrow.js";
 import {
   agentState,
   agentStep,
@@ -17,6 +17,8 @@ import {
   phaseLabel,
   phaseStarted,
   planStep,
+  planStepCall,
+  planStepResult,
   reviewPlan,
   settleState,
   showError,
@@ -43,23 +45,7 @@ import {
 export { addUserMessage, chipFor, endText, errorLine, forgetTurn, noteLine, setChip, startTurn } from "./turn.js";
 
 function toolLine(callId, name, args, executionId) {
-  const line = el("div", "tool");
-  line.dataset.callId = callId || "";
-  line.dataset.testid = "tool-line";
-  const head = el("div", "tool-head");
-  head.append(
-    el("span", "tool-icon", "⚙"),
-    el("span", "tool-name", name),
-    el("code", "tool-args", argsText(args)),
-    el("span", "tool-status pending", "running…"),
-  );
-  if (executionId) {
-    // agent_network: the call runs for the agent in control; its id keys the tool execution log.
-    line.classList.add("in-network");
-    head.append(executionTag(executionId));
-  }
-  line.append(head);
-  block(line);
+  const line = block(toolRow(callId, name, args, executionId));
   if (callId) current.tools.set(callId, line);
   return line;
 }
@@ -67,16 +53,7 @@ function toolLine(callId, name, args, executionId) {
 function toolResult(ev) {
   // A result whose call we never saw (e.g. after a resume) still gets a line of its own.
   const line = current.tools.get(ev.callId) || toolLine(ev.callId, ev.name, undefined, ev.executionId);
-  const status = line.querySelector(".tool-status");
-  status.className = `tool-status ${ev.status === "ok" ? "ok" : "failed"}`;
-  const ms = typeof ev.durationMs === "number" ? ` · ${Math.round(ev.durationMs)} ms` : "";
-  status.textContent = `${ev.status}${ms}`;
-  if (ev.error) line.append(el("div", "tool-error", ev.error));
-  if (typeof ev.output === "string") {
-    const output = el("pre", "tool-output", ev.output);
-    output.dataset.testid = "tool-output";
-    line.append(output);
-  }
+  finishToolRow(line, ev);
   endText();
   scrollChat();
 }
@@ -161,8 +138,14 @@ const RENDER = {
   phase_start: (ev) => phaseStarted(ev),
   phase_end: (ev) => phaseEnded(ev),
   text: (ev) => appendText(ev.text),
-  tool_call: (ev) => (inXmlBlock(ev) ? xmlCall(ev) : toolLine(ev.callId, ev.name, ev.args, ev.executionId)),
-  tool_result: (ev) => (inXmlBlock(ev) ? xmlResult(ev) : toolResult(ev)),
+  tool_call: (ev) => {
+    if (inXmlBlock(ev)) xmlCall(ev);
+    else if (!planStepCall(ev)) toolLine(ev.callId, ev.name, ev.args, ev.executionId);
+  },
+  tool_result: (ev) => {
+    if (inXmlBlock(ev)) xmlResult(ev);
+    else if (!planStepResult(ev)) toolResult(ev);
+  },
   duplicate_tool_call: (ev) =>
     noteLine(`duplicate call refused: ${ev.name} ${argsText(ev.args)} (attempt ${ev.attempts} of ${ev.limit})`, "warn"),
   ignored_tool_call: (ev) => noteLine(`tool call ignored (${ev.reason}): ${ev.name} ${argsText(ev.args)}`),

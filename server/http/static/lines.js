@@ -23,6 +23,7 @@ import {
   plannerBudgetLine,
   reviewPrompt,
   setPlanStatus,
+  stepOutput,
   settleAgentState,
   showAgentState,
   verdictNote,
@@ -180,6 +181,28 @@ export function planStep(ev, started) {
   else planStepFinished(line, ev);
   setPlanStatus(card, planProgress(card));
   scrollChat();
+}
+
+/**
+ * A plan step's own call: the step's line on its plan's card already shows it (no tool row of its own,
+ * the steps would show twice). Returns whether the call is such a step's.
+ */
+export function planStepCall(ev) {
+  const card = ev.planId != null ? current.plans.get(ev.planId) : null;
+  if (!card || !card.isConnected) return false;
+  const running = [...card.querySelectorAll(':scope > .plan-steps > .plan-step[data-status="running"]')].pop();
+  if (!running) return false;
+  current.stepCalls.set(ev.callId, running);
+  return true;
+}
+
+/** The result of a plan step's call: its output (when the page asked for outputs) opens from the step's line. */
+export function planStepResult(ev) {
+  const line = current.stepCalls.get(ev.callId);
+  if (!line || !line.isConnected) return false;
+  if (typeof ev.output === "string") line.append(tag(stepOutput(ev.output)));
+  scrollChat();
+  return true;
 }
 
 export function budgetText(ev) {

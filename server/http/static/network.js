@@ -122,6 +122,8 @@ export function routeLine(ev) {
   line.dataset.to = ev.to || "";
   const epoch = ev.epoch != null ? ` (epoch ${ev.epoch})` : "";
   const handoff = `${ev.from || "?"} → ${ev.to || "?"}${epoch}`;
+  line.setAttribute("role", "group");
+  line.setAttribute("aria-label", `hand-off from ${ev.from || "?"} to ${ev.to || "?"}`);
   line.append(spaced(el("div", "network-head"), icon("⇢", "network-icon"), el("span", "network-text", handoff)));
   if (ev.message) {
     const note = el("div", "network-note", ev.message);

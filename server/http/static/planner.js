@@ -266,6 +266,15 @@ export function planStepFinished(line, ev) {
   summary.textContent = ev.summary;
 }
 
+/** A step call's output, opened on demand from the step's line. */
+export function stepOutput(text) {
+  const box = el("details", "plan-step-output");
+  const output = el("pre", "tool-output", text);
+  output.dataset.testid = "tool-output";
+  box.append(el("summary", "", "output"), output);
+  return box;
+}
+
 /** The card's status after a step: "running" until every step ended, then how they ended. */
 export function planProgress(card) {
   const steps = [...card.querySelectorAll(":scope > .plan-steps > .plan-step")];

@@ -12,6 +12,7 @@ export const current = {
   phase: null, // the header of the phase running now (iterating protocols: goal_pursuit)
   blocks: new Map(), // xml_contract: block group ("1.1") -> its box, which holds its calls' lines
   plans: new Map(), // planner: plan id -> its card, which holds its steps' lines
+  stepCalls: new Map(), // planner: callId of a plan step's call -> the step's line (it shows the call)
   agentState: null, // planner: the turn's status chip
   event: null, // the event being rendered: what it adds is tagged with its request and seq
 };
@@ -67,7 +68,7 @@ export function startTurn(label) {
 function writeInto(body) {
   Object.assign(current, {
     turn: body, text: null, lastText: null, tools: new Map(), phase: null, blocks: new Map(), plans: new Map(),
-    agentState: null,
+    stepCalls: new Map(), agentState: null,
   });
 }
 
@@ -133,6 +134,7 @@ export function dropReplaced(ev) {
   for (const [callId, line] of current.tools) if (!line.isConnected) current.tools.delete(callId);
   for (const [group, box] of current.blocks) if (!box.isConnected) current.blocks.delete(group);
   for (const [planId, card] of current.plans) if (!card.isConnected) current.plans.delete(planId);
+  for (const [callId, line] of current.stepCalls) if (!line.isConnected) current.stepCalls.delete(callId);
   if (current.agentState && !current.agentState.isConnected) current.agentState = null;
   for (const block of els.chat.querySelectorAll(".text")) if (!block.hasChildNodes()) block.remove();
   current.text = null;

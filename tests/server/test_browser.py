@@ -1064,3 +1064,43 @@ def test_page_asks_for_a_planner_review_in_words(servers: Any, tmp_path: Path) -
         text = chat.inner_text()
         assert [key for key in PLANNER_RAW if key in text] == []
         page.screenshot(path=str(tmp_path / "page-planner-review.png"), full_page=True)
+
+
+def _box(page: Page, selector: str) -> dict[str, float]:
+    box = page.locator(selector).bounding_box()
+    assert box is not None, f"{selector} is not shown"
+    return box
+
+
+def test_page_fits_a_1024_pixel_screen_and_a_phone(servers: Any, tmp_path: Path) -> None:
+    """At 1024 x 720 the sidebar stays beside the chat, the composer is on screen without scrolling and an
+    open panel goes under the chat; at 390 px (a phone) the page is one column, the chat first, and
+    nothing is wider than the screen."""
+    server = servers(PHASEGRAPH_MODEL=slow_script(tmp_path, delay_ms=0))
+    with open_page(viewport={"width": 1024, "height": 720}) as page:
+        page.goto(server.url)
+        send(page, "What is on the roadmap?")
+        expect_done(page)
+        sidebar, chat, send_button = _box(page, ".sidebar"), _box(page, "#chat"), _box(page, "#send")
+        assert sidebar["x"] + sidebar["width"] <= chat["x"], (sidebar, chat)  # side by side
+        assert chat["width"] >= 600, chat
+        assert send_button["y"] + send_button["height"] <= 720, send_button  # on screen, no scrolling
+        page.locator("#checkpoints-button").click()
+        expect(page.locator("#checkpoints [data-testid='checkpoint-row']").first).to_be_visible(timeout=WAIT)
+        panel = _box(page, "#checkpoints-panel")
+        assert panel["y"] >= chat["y"] + 200 and panel["width"] >= 900, panel  # under the chat, full width
+        assert _box(page, "#chat")["width"] >= 600
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1024
+
+    with open_page(viewport={"width": 390, "height": 844}) as page:
+        page.goto(server.url)
+        send(page, "What is on the roadmap?")
+        expect_done(page)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        chat, threads = _box(page, "#chat"), _box(page, ".threads-card")
+        assert chat["y"] < threads["y"], (chat, threads)  # the chat first
+        assert chat["width"] >= 340 and threads["width"] >= 340
+        composer = _box(page, "#message")
+        assert composer["y"] + composer["height"] <= 844, composer  # typing needs no scrolling
+        answer = _box(page, "#answer")
+        assert answer["x"] + answer["width"] <= 390, answer

@@ -19,7 +19,7 @@ BIN := $(VENV)/bin
 # langgraph dev lives apart: its server's pins clash with the dev tools (see pyproject.toml).
 STUDIO_VENV := .venv-studio
 
-.PHONY: demo test check coverage lint docs notebooks studio bench clean
+.PHONY: demo test check coverage lint docs notebooks studio bench clean screenshots
 
 # A stamp, not bin/phasegraph: installing an extra rewrites that script, which made every later `make test`
 # install both extras again.
@@ -100,6 +100,10 @@ docs: $(VENV)/.dev
 # to, and root is who runs make on CI machines and containers.
 notebooks: $(VENV)/.notebooks
 	$(BIN)/jupyter lab notebooks/$(if $(filter 0,$(shell id -u)), --allow-root)
+
+# The page's screenshots in docs/assets (docs/screenshots.py), from a real server in Debian's Chromium.
+screenshots: $(VENV)/.dev
+	$(BIN)/python docs/screenshots.py
 
 studio: $(STUDIO_VENV)/bin/langgraph
 	$(STUDIO_VENV)/bin/langgraph dev

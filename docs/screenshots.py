@@ -1,14 +1,15 @@
-"""Take the screenshots of docs/debugging.md from a real server, in Debian's headless Chromium.
+"""Take the page's screenshots the docs show from a real server, in Debian's headless Chromium.
 
-Run it from the repository root, after a change to the page's Debug tab::
+Run it from the repository root, after a change to the page (or `make screenshots`)::
 
     .venv/bin/python docs/screenshots.py
 
 It starts ``phasegraph serve`` on a free loopback port, with a temporary database and a project file that
 gives every protocol its bundled demo script, paced so a run can be watched (the same server the Chromium
 tests of the debugger use, tests/server/test_browser_debugger.py). Then it drives the page through the
-flows the page describes and writes ``docs/assets/debugger-*.png``: each one a clip of the part of the
-page its section is about, at a 1280x800 window, made small with an adaptive palette when Pillow is
+flows docs/debugging.md describes and writes ``docs/assets/debugger-*.png``, each one a clip of the part of
+the page its section is about, and a turn of three protocols in the Chat tab, ``docs/assets/chat-*.png``
+(docs/server.md shows them), at a 1280x860 window, made small with an adaptive palette when Pillow is
 installed. The server is stopped at the end, whatever happens.
 """
 
@@ -27,7 +28,8 @@ from playwright.sync_api import Page, expect  # noqa: E402
 
 from phasegraph.nodes.models import DEMO_WORKSPACE  # noqa: E402
 from tests.server.conftest import Server  # noqa: E402
-from tests.server.test_browser import CHROMIUM, WAIT, open_page  # noqa: E402
+from tests.browser import CHROMIUM, open_page  # noqa: E402
+from tests.server.test_browser import WAIT  # noqa: E402
 from tests.server.test_browser_debugger import (  # noqa: E402
     MESSAGE,
     open_checkpoint,
@@ -62,7 +64,7 @@ def shrink(path: Path) -> None:
     small.save(path, optimize=True)
 
 
-def shoot(page: Page, name: str, *selectors: str) -> Path:
+def shoot(page: Page, name: str, *selectors: str, prefix: str = "debugger") -> Path:
     """A clip of the page around the elements ``selectors`` name (the first is scrolled to the top)."""
     page.mouse.move(0, 0)  # no button under the pointer keeps a hover outline
     page.locator(selectors[0]).first.evaluate("element => element.scrollIntoView({block: 'start'})")
@@ -76,7 +78,7 @@ def shoot(page: Page, name: str, *selectors: str) -> Path:
     top = max(0.0, min(box["y"] for box in shown) - pad)
     right = min(float(window["width"]), max(box["x"] + box["width"] for box in shown) + pad)
     bottom = min(float(window["height"]), max(box["y"] + box["height"] for box in shown) + pad)
-    path = IMAGES / f"debugger-{name}.png"
+    path = IMAGES / f"{prefix}-{name}.png"
     page.screenshot(path=str(path), clip={"x": left, "y": top, "width": right - left, "height": bottom - top})
     shrink(path)
     print(f"{path.relative_to(ROOT)}: {path.stat().st_size // 1024} KB")
@@ -178,6 +180,27 @@ def planner_expanded(page: Page, url: str) -> None:
     shoot(page, "subgraphs", "#expand-label", "#debug-status", "#graph")
 
 
+#: (protocol, the message sent): the turns the Chat screenshots show, on each protocol's demo script
+CHATS = [
+    ("triggered_phase", "Summarise the roadmap in the docs folder."),
+    ("planner", "Create a project for the spring launch."),
+    ("agent_network", "Who works on the streaming server?"),
+]
+
+
+def chat_turns(page: Page, url: str) -> None:
+    """(g) One turn of each protocol in CHATS, as the Chat tab shows it when the answer is in."""
+    page.set_viewport_size(VIEWPORT)
+    for protocol, message in CHATS:
+        page.goto(url)
+        page.locator("#protocol").select_option(protocol)
+        page.locator("#message").fill(message)
+        page.locator("#send").click()
+        expect(page.locator("#status")).to_have_text("done", timeout=WAIT * 3)
+        page.locator("#message").blur()
+        shoot(page, protocol.replace("_", "-"), ".topbar", ".layout", prefix="chat")
+
+
 def main() -> int:
     """Start the server, take every screenshot, stop the server; 0 when every one was written."""
     if not CHROMIUM.exists():
@@ -193,6 +216,7 @@ def main() -> int:
                 state_and_edit(page, server, thread_id)
                 breakpoint_replay(page, server)
                 planner_expanded(page, server.url)
+                chat_turns(page, server.url)
         finally:
             server.stop()
     return 0

@@ -1,5 +1,5 @@
 """The pages a newcomer starts from: the home page and the README list every page, every page is in the
-site's menu, the figures on Which protocol? are the ones docs/performance.md records, and the scripted
+site's menu, the HTTP server page shows the Chat tab of three protocols, the figures on Which protocol? are the ones docs/performance.md records, and the scripted
 model's format on Models is the one the model reads, key by key.
 """
 
@@ -44,6 +44,26 @@ def test_the_readme_links_every_page() -> None:
 def test_every_page_is_in_the_menu() -> None:
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text("utf-8"))
     assert sorted(nav_pages(config["nav"])) == PAGES
+
+
+def test_the_server_page_shows_the_chat_of_three_protocols() -> None:
+    """docs/screenshots.py writes docs/assets/chat-*.png; docs/server.md shows each, and each is a small PNG."""
+    page = DOCS / "server.md"
+    shown = {(page.parent / target).resolve() for target in LINK.findall(page.read_text(encoding="utf-8"))}
+    made = set((DOCS / "assets").glob("chat-*.png"))
+    assert {p.name for p in made} >= {"chat-triggered-phase.png", "chat-planner.png", "chat-agent-network.png"}
+    assert made <= shown, f"not on docs/server.md: {sorted(p.name for p in made - shown)}"
+    for image in made:
+        assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", image.name
+        assert image.stat().st_size < 200 * 1024, f"{image.name} is {image.stat().st_size} bytes"
+
+
+def test_the_screenshot_script_loads() -> None:
+    """`make screenshots` is run by hand, so nothing else would notice a name it imports going away."""
+    import runpy
+
+    names = runpy.run_path(str(DOCS / "screenshots.py"), run_name="screenshots")
+    assert callable(names["main"]) and callable(names["chat_turns"])
 
 
 def test_which_protocol_quotes_the_recorded_figures() -> None:

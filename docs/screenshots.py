@@ -27,8 +27,8 @@ if str(ROOT) not in sys.path:  # run as a script: the tests' helpers are importe
 from playwright.sync_api import Page, expect  # noqa: E402
 
 from phasegraph.nodes.models import DEMO_WORKSPACE  # noqa: E402
-from tests.server.conftest import Server  # noqa: E402
 from tests.browser import CHROMIUM, open_page  # noqa: E402
+from tests.server.conftest import Server  # noqa: E402
 from tests.server.test_browser import WAIT  # noqa: E402
 from tests.server.test_browser_debugger import (  # noqa: E402
     MESSAGE,

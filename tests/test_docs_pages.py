@@ -1,6 +1,7 @@
 """The pages a newcomer starts from: the home page and the README list every page, every page is in the
-site's menu, the HTTP server page shows the Chat tab of three protocols, the figures on Which protocol? are the ones docs/performance.md records, and the scripted
-model's format on Models is the one the model reads, key by key.
+site's menu, the HTTP server page shows the Chat tab of three protocols, the figures on Which protocol?
+are the ones docs/performance.md records, and the scripted model's format on Models is the one the model
+reads, key by key.
 """
 
 import json
@@ -47,11 +48,12 @@ def test_every_page_is_in_the_menu() -> None:
 
 
 def test_the_server_page_shows_the_chat_of_three_protocols() -> None:
-    """docs/screenshots.py writes docs/assets/chat-*.png; docs/server.md shows each, and each is a small PNG."""
+    """docs/screenshots.py writes docs/assets/chat-*.png: docs/server.md shows each, each a small PNG."""
     page = DOCS / "server.md"
     shown = {(page.parent / target).resolve() for target in LINK.findall(page.read_text(encoding="utf-8"))}
     made = set((DOCS / "assets").glob("chat-*.png"))
-    assert {p.name for p in made} >= {"chat-triggered-phase.png", "chat-planner.png", "chat-agent-network.png"}
+    expected = {"chat-triggered-phase.png", "chat-planner.png", "chat-agent-network.png"}
+    assert {p.name for p in made} >= expected
     assert made <= shown, f"not on docs/server.md: {sorted(p.name for p in made - shown)}"
     for image in made:
         assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", image.name

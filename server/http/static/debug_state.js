@@ -1,3 +1,4 @@
+// @ts-check
 // What the debugger's modules share: its page elements, its state (the drawn graph, the open thread's
 // checkpoints, the selection, the breakpoints), the page's hooks, and its status line.
 
@@ -10,19 +11,20 @@ export const NEW_PAGE = 50; // read each time the thread moves, added to what is
 export const LIVE_RUN = new Set(["pending", "running"]);
 
 export const $ = (id) => document.getElementById(id);
+// Typed as the kind of element index.html gives each id (see dom.js).
 export const ui = {
-  tabChat: $("tab-chat"),
-  tabDebug: $("tab-debug"),
+  tabChat: /** @type {HTMLButtonElement} */ ($("tab-chat")),
+  tabDebug: /** @type {HTMLButtonElement} */ ($("tab-debug")),
   chatView: $("chat-view"),
   debugView: $("debug-view"),
   graph: $("graph"),
-  expand: $("expand-subgraphs"),
+  expand: /** @type {HTMLInputElement} */ ($("expand-subgraphs")),
   expandLabel: $("expand-label"),
   status: $("debug-status"),
   timeline: $("timeline"),
   timelineThread: $("timeline-thread"),
   breakpoints: $("breakpoints"),
-  continueRun: $("continue-run"),
+  continueRun: /** @type {HTMLButtonElement} */ ($("continue-run")),
   runNotice: $("run-notice"),
   stateView: $("state-view"),
   stateCheckpoint: $("state-checkpoint"),

@@ -1,3 +1,4 @@
+// @ts-check
 // Talking to the server: JSON calls with the optional bearer token, readable error messages,
 // and Server-Sent Event streams read from a POST response (EventSource can only GET).
 

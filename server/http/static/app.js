@@ -1,3 +1,4 @@
+// @ts-check
 // phasegraph web client: native ES modules, no build step, no external resources.
 // This module wires the buttons: send (the open thread's next turn; the first makes the thread), pause,
 // resume, cancel and fork. The state and the streams live in session.js, the thread list and opening a

@@ -1,3 +1,4 @@
+// @ts-check
 // Approval before a tool runs: a run paused at an approval (approval_requested, then paused with reason
 // interrupt) shows the call (tool, arguments as editable JSON, why it waits) with Approve, Run edited and
 // Reject. An answer resumes the request through the native resume route with {"answer": ...}: "approve",
@@ -5,6 +6,7 @@
 
 import { el } from "./dom.js";
 
+/** @type {(answer: "approve" | object) => Promise<string | null>} */
 let answerWith = async () => null;
 
 /** What answering does (app.js resumes the request with the answer; it returns a refusal message or null). */

@@ -1,3 +1,4 @@
+// @ts-check
 // The chat column and the status chip: turns run events into messages, tool lines and answers.
 // Only the DOM lives here; the request's state (status, ids) is kept by app.js.
 
@@ -103,7 +104,9 @@ export function showApproval(ask) {
 
 /** The card of a call still waiting (or being answered), if the chat shows it. */
 function waitingCard(callId) {
-  const cards = els.chat.querySelectorAll('.approval[data-state="waiting"], .approval[data-state="answering"]');
+  const cards = /** @type {NodeListOf<HTMLElement>} */ (
+    els.chat.querySelectorAll('.approval[data-state="waiting"], .approval[data-state="answering"]')
+  );
   return [...cards].reverse().find((card) => card.dataset.callId === (callId || "")) || null;
 }
 

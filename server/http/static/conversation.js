@@ -1,3 +1,4 @@
+// @ts-check
 // Threads: the list (new, switch, rename, delete), the open thread in the address, and opening a
 // thread: its conversation drawn from its state, its protocol picked, its latest request made current.
 

@@ -1,3 +1,4 @@
+// @ts-check
 // The offline graph debugger (the page's Debug tab): the chosen protocol's graph (graph.js), the open
 // thread's checkpoints as a tree with its branches (timeline.js), the state at a checkpoint with what
 // changed and an editor (inspect.js), breakpoints for the next run and runs from any checkpoint.
@@ -173,7 +174,7 @@ function pick(checkpointId) {
   dbg.follow = checkpointId === dbg.newestId;
   dbg.selectedId = checkpointId;
   drawRows();
-  const chosen = ui.timeline.querySelector(".timeline-item.selected .timeline-open");
+  const chosen = /** @type {HTMLButtonElement} */ (ui.timeline.querySelector(".timeline-item.selected .timeline-open"));
   if (chosen) chosen.focus(); // the list was drawn again: keep the keyboard where it was
   showCheckpoint(checkpointId);
 }

@@ -1,3 +1,4 @@
+// @ts-check
 // The debugger's graph: the protocol's graph drawn (graph.js) with the run marked on it, the status line
 // that says where the thread stands, and the breakpoints picked on its nodes for the next run.
 
@@ -86,7 +87,9 @@ function describe(at) {
 
 function toggleBreakpoint(node) {
   if (node.includes(":")) node = node.slice(0, node.indexOf(":")); // a run stops at the subgraph's node
-  const box = ui.breakpoints.querySelector(`input[data-when="before"][data-node="${CSS.escape(node)}"]`);
+  const box = /** @type {HTMLInputElement} */ (
+    ui.breakpoints.querySelector(`input[data-when="before"][data-node="${CSS.escape(node)}"]`)
+  );
   if (!box) return;
   box.checked = !box.checked;
   box.dispatchEvent(new Event("change"));
@@ -103,7 +106,9 @@ function drawBreakpoints(nodes) {
     const row = el("tr");
     row.dataset.node = node;
     row.append(el("td", "breakpoint-node", node));
-    for (const [when, set] of [["before", dbg.breakBefore], ["after", dbg.breakAfter]]) {
+    /** @type {[string, Set<string>][]} */
+    const sets = [["before", dbg.breakBefore], ["after", dbg.breakAfter]];
+    for (const [when, set] of sets) {
       const box = el("input");
       box.type = "checkbox";
       box.dataset.testid = `break-${when}`;

@@ -1,3 +1,4 @@
+// @ts-check
 // The debugger's state editor: one state field of a checkpoint as JSON, checked against the protocol's
 // state_schema (GET /assistants/{protocol}/schemas) while it is typed, and written as a new checkpoint.
 // inspect.js shows the checkpoint itself.
@@ -9,6 +10,7 @@ import { isObject, shortJson, tagged } from "./inspect.js";
 // ---------------------------------------------------------------- the editor
 
 /** The validator's draft: 2020-12 (what pydantic writes) unless the schema names another. */
+/** @returns {import("./vendor/json-schema/index.js").SchemaDraft} */
 function draftOf(schema) {
   const named = String(schema.$schema || "");
   if (/draft-0?7/.test(named)) return "7";

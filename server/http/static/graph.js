@@ -1,3 +1,4 @@
+// @ts-check
 // One protocol's LangGraph graph as SVG, laid out by dagre (shipped in vendor/), and a run marked on it:
 // the node running now, the nodes and edges already passed, where the run waits, and breakpoints.
 // Subgraph nodes (`parent:child`, from `xray=1`) sit in a labelled cluster named after their parent.
@@ -293,7 +294,7 @@ function extent(g) {
  * Draw `graph` (`{nodes, edges}` from loadGraph) into `container`, replacing what it held. Clicking a
  * node (not start or end) calls `onNode(id)`. Returns the svg.
  */
-export function drawGraph(container, graph, { onNode } = {}) {
+export function drawGraph(container, graph, { onNode } = /** @type {{ onNode?: (id: string) => void }} */ ({})) {
   const { g, clusters, view } = layout(graph);
   drawings += 1;
   const markerId = `graph-${drawings}-arrow`;

@@ -1,3 +1,4 @@
+// @ts-check
 // A thread's conversation as its state holds it (GET /threads/{id}/state, values.messages), drawn as
 // chat: the user's bubbles, the assistant's text, and each tool that ran as one compact line
 // ("ran tool X(args) → ok"). The messages are LangChain message dicts; nothing protocol-specific is read.

@@ -1,3 +1,4 @@
+// @ts-check
 // The debugger's view of one checkpoint: what the state held there and what changed since the checkpoint
 // before it (editor.js edits a field of it). The snapshots are LangGraph API ThreadState objects
 // (GET /threads/{id}/state/{checkpoint_id}). Nothing protocol-specific is read.

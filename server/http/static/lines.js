@@ -1,3 +1,4 @@
+// @ts-check
 // What the protocols' own events draw in the chat: goal_pursuit's phase headers, agent_network's steps and
 // hand-offs, xml_contract's blocks, the planner's status chip and plan cards (turn.js holds the turn).
 

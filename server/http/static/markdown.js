@@ -1,3 +1,4 @@
+// @ts-check
 // An answer's text as the page shows it: Markdown rendered by marked, then cleaned by DOMPurify (both vendored
 // in ./vendor, pinned by tests/js/package.json), so a model's answer can format text but never run script or
 // load anything. Raw HTML in the answer is dropped; links open in a new tab.

@@ -1,3 +1,4 @@
+// @ts-check
 // agent_network's events as short readable lines: an agent's step (what it decided, why, and a
 // refusal), the handoffs between agents, the short execution id of a tool call, and the transcript an
 // error carries. Only builders live here; chat.js puts what they make into the chat.

@@ -1,3 +1,4 @@
+// @ts-check
 // The side panels: a request's trace and the open thread's checkpoint timeline, every turn of it
 // (with a Fork per row; older pages on demand).
 
@@ -152,7 +153,7 @@ export function clearCheckpoints() {
 
 /** Fork buttons work only while nothing streams, and never on a checkpoint that ended the run. */
 export function enableForks(streaming) {
-  for (const button of els.checkpoints.querySelectorAll("button.fork")) {
+  for (const button of /** @type {NodeListOf<HTMLButtonElement>} */ (els.checkpoints.querySelectorAll("button.fork"))) {
     button.disabled = streaming || button.dataset.ended === "true";
   }
 }

@@ -1,3 +1,4 @@
+// @ts-check
 // planner's events as readable blocks: the session header (context type, profile, intent, required
 // behaviours), what a turn carries over, one status chip per turn that says what the agent does now,
 // a plan card whose steps fill in as they run (with the reviewer's verdict, or a note asking for the

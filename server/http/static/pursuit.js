@@ -1,3 +1,4 @@
+// @ts-check
 // goal_pursuit's events as short readable lines: its phase headers (iteration, context round, step),
 // context updates, decisions, verdicts, prompt sizes, and the structured outcome of its answer.
 // Only builders live here; chat.js puts what they make into the chat (and tags it for re-runs).

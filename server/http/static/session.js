@@ -1,3 +1,4 @@
+// @ts-check
 // The open thread's and the current request's state, and the streams that move it: every event of a
 // request's stream is applied here (state, chat, status chip, buttons). app.js starts the streams,
 // conversation.js opens threads.
@@ -43,7 +44,8 @@ export function updateControls() {
   els.send.disabled = state.streaming || state.starting;
   els.newThread.disabled = state.streaming;
   // Leaving a thread mid-stream would drop its stream (which pauses the run): switch once it is over.
-  for (const button of els.threads.querySelectorAll(".thread-open, .thread-delete")) button.disabled = state.streaming;
+  const buttons = /** @type {NodeListOf<HTMLButtonElement>} */ (els.threads.querySelectorAll(".thread-open, .thread-delete"));
+  for (const button of buttons) button.disabled = state.streaming;
   els.pause.disabled = !(live && state.requestId) || state.pausing;
   // A run waiting for an approval goes on with the answer its card sends, not with Resume.
   const approving = els.chat.querySelector('.approval[data-state="waiting"], .approval[data-state="answering"]');

@@ -1,3 +1,4 @@
+// @ts-check
 // Run settings: the protocol picker (filled from GET /api/protocols), the chosen protocol's own
 // settings (a fieldset per protocol in index.html, sent as the request body's "settings"), and the
 // settings the page remembers in localStorage between visits. The bearer token is deliberately never stored.

@@ -1,3 +1,4 @@
+// @ts-check
 // The thread list: a project's conversations, through the server's LangGraph API (the project goes in
 // the X-Phasegraph-Project header). A thread is made at its first Send with its protocol and a title in
 // its metadata; rename is PATCH /threads/{id} with {"metadata": {"title"}}, delete is DELETE /threads/{id}.
@@ -183,7 +184,7 @@ export function threadsFailed(message) {
 
 /** Mark the open thread in the list (without asking the server again). */
 export function markOpen(openId) {
-  for (const item of els.threads.querySelectorAll(".thread-item")) {
+  for (const item of /** @type {NodeListOf<HTMLElement>} */ (els.threads.querySelectorAll(".thread-item"))) {
     const open = item.dataset.threadId === openId;
     item.classList.toggle("open", open);
     if (open) item.setAttribute("aria-current", "true");

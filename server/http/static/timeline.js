@@ -1,3 +1,4 @@
+// @ts-check
 // A thread's checkpoints as a tree (GET /api/threads/{id}/checkpoints: each row names its parent), drawn as
 // its main line with every fork (a run from an older checkpoint, a state edit) as a branch under the
 // checkpoint it starts from; and the path from the thread's start to a checkpoint, for the graph's marks.
@@ -133,6 +134,7 @@ export function drawTimeline(container, rows, selectedId, on) {
   // The oldest loaded checkpoint starts the main line; another one whose parent is not loaded (only with
   // older checkpoints not shown) is a branch from one of those.
   const [main, ...others] = tree.roots;
+  /** @type {HTMLElement[]} */
   const drawn = main ? [line(main, 0)] : [];
   for (const root of others) drawn.push(branchFrom("div", root, "from an older checkpoint (not loaded)"));
   if (on.older) {

@@ -1,3 +1,4 @@
+// @ts-check
 // The chat column's turns: the current stream's assistant message, its text, its lines and notes, and the
 // status chip. chat.js renders events into them; lines.js draws what the protocols' own events show.
 
@@ -127,7 +128,7 @@ export function argsText(args) {
  * ``resumed`` event) showed, so nothing appears twice. Returns how many were taken out.
  */
 export function dropReplaced(ev) {
-  const replaced = [...els.chat.querySelectorAll("[data-seq]")].filter(
+  const replaced = [.../** @type {NodeListOf<HTMLElement>} */ (els.chat.querySelectorAll("[data-seq]"))].filter(
     (node) => node.dataset.request === (ev.requestId || "") && Number(node.dataset.seq) >= ev.replacesFromSeq && Number(node.dataset.seq) < ev.seq,
   );
   for (const node of replaced) node.remove();

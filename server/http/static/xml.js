@@ -1,3 +1,4 @@
+// @ts-check
 // xml_contract's events as readable blocks: an xml_block becomes a group header with one line per
 // call in step order (each line fills in as its call starts and finishes, whatever order parallel
 // calls finish in), a validation_error a red box listing why a block did not run, and the step budget

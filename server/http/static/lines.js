@@ -40,7 +40,7 @@ import {
   xmlBlockBox,
   xmlBudgetLine,
 } from "./xml.js";
-import { block, current, endText, errorLine, noteLine, scrollChat, setChip, tag, turn } from "./turn.js";
+import { block, current, endText, errorLine, noteLine, scrollChat, setChip, tag } from "./turn.js";
 
 export function phaseLabel(ev) {
   if (!ev.phase) return "running";

@@ -1,3 +1,4 @@
+// @ts-check
 // A tool call as one compact row of the chat: its name, its arguments cut short, how it ended and, on demand
 // (the row opens), its whole arguments, its error and its output. chat.js puts the rows into the turn.
 

@@ -235,7 +235,7 @@ def test_marks_replace_each_other_and_name_the_cluster_while_expanded(page: Page
     # graph.css lights it (after a short transition): filled with the accent colour, unlike the others.
     fill = "(selector) => getComputedStyle(document.querySelector(`.test-graph ${selector} > rect`)).fill"
     page.wait_for_function(
-        f"() => ({fill})(\"[data-node='call_planner']\") === 'rgb(47, 111, 222)'", timeout=5_000
+        f"() => ({fill})(\"[data-node='call_planner']\") === 'rgb(42, 98, 201)'", timeout=5_000
     )
     assert page.evaluate(f"({fill})(\"[data-node='run_tools']\")") == "rgb(248, 249, 251)"
 

@@ -49,3 +49,9 @@ export function el(tag, className, text) {
   if (text !== undefined) node.textContent = text;
   return node;
 }
+
+/** ``node``, a box that may scroll, reachable by Tab: a keyboard scrolls it once focused. */
+export function scroller(node) {
+  node.tabIndex = 0;
+  return node;
+}

@@ -3,7 +3,7 @@
 // chat: the user's bubbles, the assistant's text, and each tool that ran as one compact line
 // ("ran tool X(args) → ok"). The messages are LangChain message dicts; nothing protocol-specific is read.
 
-import { el, els } from "./dom.js";
+import { el, els, scroller } from "./dom.js";
 import { markdownBlock } from "./markdown.js";
 
 /** The text of a message's content: a string, or a list of content blocks (their text parts). */
@@ -49,7 +49,7 @@ function endCall(line, message, showOutputs) {
   line.dataset.status = failed ? "error" : "ok";
   const text = contentText(message.content);
   if (text && (showOutputs || failed)) {
-    const output = el("pre", failed ? "tool-error" : "tool-output", text);
+    const output = scroller(el("pre", failed ? "tool-error" : "tool-output", text));
     output.dataset.testid = "history-tool-output";
     line.append(output);
   }

@@ -3,7 +3,7 @@
 // before it (editor.js edits a field of it). The snapshots are LangGraph API ThreadState objects
 // (GET /threads/{id}/state/{checkpoint_id}). Nothing protocol-specific is read.
 
-import { el } from "./dom.js";
+import { el, scroller } from "./dom.js";
 import { contentText } from "./history.js";
 
 const SHORT = 120; // a value in a diff row or a tool call's arguments
@@ -362,7 +362,7 @@ export function showState(container, snapshot, previous) {
   const parts = [summaryLine(snapshot || {}), diffSection(snapshot || {}, previous || null)];
   if (Array.isArray(values.messages)) {
     const box = section(`Messages (${values.messages.length})`, "state-messages");
-    const list = el("div", "insp-messages");
+    const list = scroller(el("div", "insp-messages"));
     list.append(...values.messages.map(messageRow));
     if (!values.messages.length) list.append(el("p", "insp-muted", "no messages yet"));
     box.append(list);

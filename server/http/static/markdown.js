@@ -5,7 +5,7 @@
 
 import DOMPurify from "./vendor/purify.es.mjs";
 import { marked } from "./vendor/marked.esm.js";
-import { el } from "./dom.js";
+import { el, scroller } from "./dom.js";
 
 const renderer = new marked.Renderer();
 const link = renderer.link.bind(renderer);
@@ -17,5 +17,6 @@ export function markdownBlock(className, text) {
   const block = el("div", `${className} markdown`);
   const html = marked.parse(String(text ?? ""), { renderer, gfm: true, breaks: true, async: false });
   block.innerHTML = DOMPurify.sanitize(/** @type {string} */ (html), { ADD_ATTR: ["target"] });
+  for (const code of block.querySelectorAll("pre")) scroller(code); // a wide code block scrolls sideways
   return block;
 }

@@ -3,7 +3,7 @@
 // (with a Fork per row; older pages on demand).
 
 import { api, apiPage, enc } from "./api.js";
-import { el, els } from "./dom.js";
+import { el, els, scroller } from "./dom.js";
 
 function shortJson(value, max) {
   const text = JSON.stringify(value);
@@ -20,7 +20,7 @@ function traceItem(entry) {
   const details = el("details");
   const summary = el("summary");
   summary.append(el("span", "trace-type", entry.type), el("span", "trace-preview", shortJson(entry.details || {}, 90)));
-  details.append(summary, el("pre", "trace-details", JSON.stringify(entry.details || {}, null, 2)));
+  details.append(summary, scroller(el("pre", "trace-details", JSON.stringify(entry.details || {}, null, 2))));
   if (entry.ts) item.title = entry.ts;
   item.append(details);
   return item;
@@ -81,7 +81,7 @@ function checkpointRow(row, onFork) {
 function checkpointTable(rows, onFork) {
   const table = el("table", "checkpoint-table");
   const head = el("tr");
-  for (const title of ["step", "node", "phase", "next", ""]) head.append(el("th", `col-${title || "fork"}`, title));
+  for (const title of ["step", "node", "phase", "next", "fork"]) head.append(el("th", `col-${title}`, title));
   table.append(el("thead"));
   table.tHead.append(head);
   const tbody = el("tbody");

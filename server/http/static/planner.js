@@ -4,7 +4,7 @@
 // a plan card whose steps fill in as they run (with the reviewer's verdict, or a note asking for the
 // user's), and the usage line under the answer. Only builders live here; chat.js puts them into the chat.
 
-import { el } from "./dom.js";
+import { el, scroller } from "./dom.js";
 import { spaced } from "./network.js";
 import { callText, icon } from "./pursuit.js";
 
@@ -270,7 +270,7 @@ export function planStepFinished(line, ev) {
 /** A step call's output, opened on demand from the step's line. */
 export function stepOutput(text) {
   const box = el("details", "plan-step-output");
-  const output = el("pre", "tool-output", text);
+  const output = scroller(el("pre", "tool-output", text));
   output.dataset.testid = "tool-output";
   box.append(el("summary", "", "output"), output);
   return box;

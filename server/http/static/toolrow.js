@@ -2,7 +2,7 @@
 // A tool call as one compact row of the chat: its name, its arguments cut short, how it ended and, on demand
 // (the row opens), its whole arguments, its error and its output. chat.js puts the rows into the turn.
 
-import { el } from "./dom.js";
+import { el, scroller } from "./dom.js";
 import { executionTag } from "./network.js";
 import { argsText } from "./turn.js";
 
@@ -48,7 +48,7 @@ export function toolRow(callId, name, args, executionId) {
   }
   const detail = el("div", "tool-detail");
   if (args !== undefined) {
-    detail.append(el("div", "tool-detail-label", "arguments"), el("pre", "tool-args-full", argsBlock(args)));
+    detail.append(el("div", "tool-detail-label", "arguments"), scroller(el("pre", "tool-args-full", argsBlock(args))));
   }
   row.append(head, detail);
   return row;
@@ -67,7 +67,7 @@ export function finishToolRow(row, ev) {
   }
   if (typeof ev.output === "string") {
     detail.append(el("div", "tool-detail-label", "output"));
-    const output = el("pre", "tool-output", ev.output);
+    const output = scroller(el("pre", "tool-output", ev.output));
     output.dataset.testid = "tool-output";
     detail.append(output);
     row.querySelector(".tool-head").append(el("span", "tool-more", "output"));

@@ -4,7 +4,7 @@
 // calls finish in), a validation_error a red box listing why a block did not run, and the step budget
 // a line that says what happens next. Only builders live here; chat.js puts them into the chat.
 
-import { el } from "./dom.js";
+import { el, scroller } from "./dom.js";
 import { spaced } from "./network.js";
 import { callText, icon } from "./pursuit.js";
 
@@ -133,7 +133,7 @@ export function callFinished(line, ev) {
   setStatus(line, `${ev.status}${ms}`, ev.status === "ok" ? "ok" : "failed");
   if (ev.error) line.append(el("div", "tool-error", ev.error));
   if (typeof ev.output === "string") {
-    const output = el("pre", "tool-output", ev.output);
+    const output = scroller(el("pre", "tool-output", ev.output));
     output.dataset.testid = "tool-output";
     line.append(output);
   }

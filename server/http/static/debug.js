@@ -35,6 +35,8 @@ function showTab(debug) {
   ui.chatView.hidden = debug;
   ui.tabDebug.setAttribute("aria-selected", String(debug));
   ui.tabChat.setAttribute("aria-selected", String(!debug));
+  ui.tabDebug.tabIndex = debug ? 0 : -1; // Tab reaches the selected tab only; arrows move between them
+  ui.tabChat.tabIndex = debug ? -1 : 0;
   document.querySelector(".layout").classList.toggle("debugging", debug);
   const url = new URL(window.location.href); // a reload opens the same tab
   if (debug) url.searchParams.set("view", "debug");
@@ -310,10 +312,13 @@ export function initDebugger(given) {
   ui.tabDebug.addEventListener("click", () => showTab(true));
   for (const tab of [ui.tabChat, ui.tabDebug]) {
     tab.addEventListener("keydown", (event) => {
-      if (event.key !== "ArrowLeft" && event.key !== "ArrowRight") return;
-      const other = tab === ui.tabChat ? ui.tabDebug : ui.tabChat; // two tabs: either arrow goes to the other
-      showTab(other === ui.tabDebug);
-      other.focus();
+      // two tabs: either arrow goes to the other one, Home to the first, End to the last
+      const moves = { ArrowLeft: tab === ui.tabChat, ArrowRight: tab === ui.tabChat, Home: false, End: true };
+      if (!Object.hasOwn(moves, event.key)) return;
+      event.preventDefault();
+      const debug = moves[event.key];
+      showTab(debug);
+      (debug ? ui.tabDebug : ui.tabChat).focus();
     });
   }
   ui.expand.addEventListener("change", () => {

@@ -48,7 +48,8 @@ export function toolRow(callId, name, args, executionId) {
   }
   const detail = el("div", "tool-detail");
   if (args !== undefined) {
-    detail.append(el("div", "tool-detail-label", "arguments"), scroller(el("pre", "tool-args-full", argsBlock(args))));
+    const full = scroller(el("pre", "tool-args-full", argsBlock(args)));
+    detail.append(el("div", "tool-detail-label", "arguments"), full);
   }
   row.append(head, detail);
   return row;

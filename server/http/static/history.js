@@ -1,10 +1,11 @@
 // @ts-check
 // A thread's conversation as its state holds it (GET /threads/{id}/state, values.messages), drawn as
-// chat: the user's bubbles, the assistant's text, and each tool that ran as one compact line
-// ("ran tool X(args) → ok"). The messages are LangChain message dicts; nothing protocol-specific is read.
+// chat: the user's bubbles, the assistant's text, and each tool that ran as the chat's tool row
+// ("⚙ read_file {"path":"a.md"} ok", its arguments and output opened from it). The messages are LangChain message dicts; nothing protocol-specific is read.
 
-import { el, els, scroller } from "./dom.js";
+import { el, els } from "./dom.js";
 import { markdownBlock } from "./markdown.js";
+import { finishToolRow, toolRow } from "./toolrow.js";
 
 /** The text of a message's content: a string, or a list of content blocks (their text parts). */
 export function contentText(content) {
@@ -15,44 +16,25 @@ export function contentText(content) {
     .join("");
 }
 
-function argsText(args) {
-  try {
-    return JSON.stringify(args ?? {});
-  } catch (_) {
-    return String(args);
-  }
-}
-
-/** One tool call of an AI message: waiting until its ToolMessage says how it ended. */
+/** One tool call of an AI message, as the chat's tool row: waiting until its ToolMessage says how it ended. */
 function callLine(call) {
-  const line = el("div", "tool history-tool");
-  line.dataset.testid = "history-tool";
-  line.dataset.callId = call.id || "";
-  const head = el("div", "tool-head");
-  head.append(
-    el("span", "tool-icon", "⚙"),
-    el("span", "tool-ran", "ran tool"),
-    el("code", "tool-call", `${call.name}(${argsText(call.args)})`),
-    el("span", "tool-arrow", "→"),
-    el("span", "tool-status pending", "no result"),
-  );
-  line.append(head);
-  return line;
+  const row = toolRow(call.id, call.name, call.args ?? {});
+  row.classList.add("history-tool");
+  row.dataset.testid = "history-tool";
+  row.querySelector(".tool-status").textContent = "no result";
+  return row;
 }
 
-/** Fill a call's line from its ToolMessage (status success/error); the content shows with tool outputs on. */
-function endCall(line, message, showOutputs) {
+/** Fill a call's row from its ToolMessage (status success/error); what it returned shows with tool outputs on. */
+function endCall(row, message, showOutputs) {
   const failed = message.status === "error";
-  const status = line.querySelector(".tool-status");
-  status.className = `tool-status ${failed ? "failed" : "ok"}`;
-  status.textContent = failed ? "error" : "ok";
-  line.dataset.status = failed ? "error" : "ok";
   const text = contentText(message.content);
-  if (text && (showOutputs || failed)) {
-    const output = scroller(el("pre", failed ? "tool-error" : "tool-output", text));
-    output.dataset.testid = "history-tool-output";
-    line.append(output);
-  }
+  row.dataset.status = failed ? "error" : "ok";
+  finishToolRow(row, {
+    status: failed ? "error" : "ok",
+    error: failed ? text : undefined,
+    output: !failed && showOutputs && text ? text : undefined,
+  });
 }
 
 /** Draws messages in order; an assistant bubble holds everything between two user messages. */

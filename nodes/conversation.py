@@ -18,6 +18,8 @@ from phasegraph.tools import ToolResult
 
 #: ``response_metadata`` key of a ToolMessage answering a call that never ran.
 NOT_RUN = "phasegraph_not_run"
+#: ``response_metadata`` key of a ToolMessage answering a call a person rejected (it never ran either).
+REJECTED = "phasegraph_rejected"
 #: What a ToolMessage says in place of the tool's output when outputs are hidden.
 HIDDEN_OUTPUT = "{name} ran: {status}. Its output is not shown (show_tool_outputs is off)."
 
@@ -86,15 +88,21 @@ def result_message(call: dict[str, Any], result: ToolResult, *, show_output: boo
     )
 
 
-def refused_message(call: dict[str, Any], why: str) -> ToolMessage:
+def refused_message(call: dict[str, Any], why: str, *, rejected: bool = False) -> ToolMessage:
     """The answer to a call that was not run (a duplicate, past a budget, rejected, ...): why, as an error.
 
-    Marked as not run, so per-turn call limits do not count it.
+    Marked as not run, so per-turn call limits do not count it; a call a person rejected is marked
+    ``rejected`` too, so no tool budget counts it (it is no tool error either).
     """
     return ToolMessage(
         content=why,
         tool_call_id=call["id"],
         name=call["name"],
         status="error",
-        response_metadata={NOT_RUN: True},
+        response_metadata={NOT_RUN: True, **({REJECTED: True} if rejected else {})},
     )
+
+
+def is_rejected(message: BaseMessage) -> bool:
+    """Whether ``message`` answers a call a person rejected."""
+    return isinstance(message, ToolMessage) and bool(message.response_metadata.get(REJECTED))

@@ -49,33 +49,25 @@ async def run_tool_phase(
     note = TOOL_RESULT_NOTE.format(
         name=call["name"], args=format_args(call["args"]), status=result.status, text=text
     )
+    rejected = verdict is not None and not verdict.runs
     answered = (
-        refused_message(call, refusal)
+        refused_message(call, refusal, rejected=rejected)
         if refusal is not None
         else result_message(call, result, show_output=context.show_tool_outputs)
     )
-    # A call refused unread never ran, so repeating it (smaller) is not a duplicate; a call a person
-    # rejected was judged: proposing it unchanged again is one.
-    judged = refusal is None or verdict is not None
+    ran = registry.signature(call["name"], call["args"], context.project_id)  # edited arguments, if edited
     update |= {
         "messages": [call_message([call], state["draft"]), answered],
         "notes": [*state["notes"], note],
         "results": [*state["results"], gathered],
-        # an edited call ran as edited: both what was proposed and what ran are repeats from now on
-        "executed": [
-            *state["executed"],
-            *(_judged(registry, context.project_id, proposed, call) if judged else []),
-        ],
-        "cycles_used": state["cycles_used"] + 1,
+        # only what ran is a repeat from now on: an edited call's edited arguments, never a rejected call
+        # (proposed again, it is asked again) nor the arguments an edit replaced (they never ran)
+        "executed": [*state["executed"], *([ran] if refusal is None else [])],
+        # a person's rejection is no tool cycle: the model may still make the corrected call
+        "cycles_used": state["cycles_used"] + (0 if rejected else 1),
         "proposed": None,
     }
     return update | close_phase(emitter, current, meta, "executed" if result.status == "ok" else "tool_error")
-
-
-def _judged(registry: Any, project_id: str, proposed: Any, call: dict[str, Any]) -> list[str]:
-    """The signatures a judged call leaves: the proposed one, and the edited one when it differs."""
-    ran = registry.signature(call["name"], call["args"], project_id)
-    return [proposed["signature"], *([ran] if ran != proposed["signature"] else [])]
 
 
 async def route_after_tool_phase(

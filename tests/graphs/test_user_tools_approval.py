@@ -18,6 +18,7 @@ from langgraph.types import Command
 from phasegraph.graphs.registry import get_protocol
 from phasegraph.graphs.run import run, stream_graph, turn_input
 from phasegraph.nodes.approval import AwaitingAnswer
+from phasegraph.nodes.conversation import is_rejected
 from phasegraph.nodes.errors import ConflictError
 from phasegraph.nodes.events import Event
 from phasegraph.nodes.scripted import ScriptedChatModel
@@ -202,19 +203,66 @@ async def test_langchains_human_in_the_loop_answer_shape(
     assert thread.answer_text == "Answered."
 
 
-async def test_a_rejected_call_proposed_again_unchanged_is_a_duplicate(tmp_path: Path, workspace: Path):
+def _everything_read(thread: Thread) -> str:
+    """Everything the model read on every call."""
+    model = thread.context.chat_model
+    assert isinstance(model, ScriptedChatModel)
+    return "\n".join(str(m.content) for prompt in model.prompts for m in prompt)
+
+
+#: Each protocol's default per-turn tool budget, with the budget event that says it ran out.
+DEFAULT_BUDGETS = {"triggered_phase": ("cycles", 3)}
+
+
+@pytest.mark.parametrize("protocol", ["triggered_phase"])
+async def test_a_rejected_call_proposed_again_asks_again_and_the_retry_ends_within_the_default_budget(
+    protocol: str, tmp_path: Path, workspace: Path
+):
     before = len(user_tools.ARCHIVED)
+    budget, limit = DEFAULT_BUDGETS[protocol]
+    shouts = [turn("", ("shout", {"text": f"word {n}"})) for n in range(limit - 1)]
+    script = [turn("", ARCHIVE), turn("", ARCHIVE), *shouts, turn("Archived, then shouted.")]
+    thread = _thread(protocol, tmp_path, workspace, *script)
+    first = await thread.start()
+    await thread.answer({"decision": "reject", "reason": "say why first"})
+    again = await thread.waiting()  # the same call made again is asked again: it never ran
+    assert again is not None and (again["call"]["name"], again["call"]["args"]) == ARCHIVE
+    assert again["call"]["id"] != first["call"]["id"]
+    await thread.answer("approve")
+    assert user_tools.ARCHIVED[before:] == ["tidy"]
+    assert [a.decision for a in thread.of("approval_answered")] == ["reject", "approve"]
+    assert thread.of("duplicate_tool_call") == [] and "already executed" not in _everything_read(thread)
+    # the rejection used none of the budget: the retried call and every shout ran, then the answer came
+    assert [(r.name, r.status) for r in thread.of("tool_result")] == [
+        ("archive_everything", "error"), ("archive_everything", "ok"), *[("shout", "ok")] * (limit - 1),
+    ]  # fmt: skip
+    assert [(b.budget, b.used, b.limit) for b in thread.of("budget_exhausted")] == [(budget, limit, limit)]
+    assert thread.answer_text == "Archived, then shouted."
+    answers = [
+        m for m in (await thread.graph.aget_state(thread.config)).values["messages"] if m.type == "tool"
+    ]
+    assert [is_rejected(m) for m in answers] == [True, *[False] * limit]  # the thread says it was rejected
+
+
+async def test_an_edited_calls_original_is_asked_again_and_only_what_ran_is_a_duplicate(
+    tmp_path: Path, workspace: Path
+):
+    before = len(user_tools.ARCHIVED)
+    edited = ("archive_everything", {"reason": "edited"})
     thread = _thread(
-        "triggered_phase", tmp_path, workspace, turn("", ARCHIVE), turn("", ARCHIVE), turn("Fine.")
-    )
+        "triggered_phase", tmp_path, workspace,
+        turn("", ARCHIVE), turn("", ARCHIVE), turn("", edited), turn("Both archived."),
+    )  # fmt: skip
     await thread.start()
-    await thread.answer("reject")
-    assert await thread.waiting() is None  # not asked a second time
-    (duplicate,) = thread.of("duplicate_tool_call")
-    assert (duplicate.name, duplicate.args) == ARCHIVE
-    assert len(thread.of("approval_requested")) == 1 and len(thread.of("tool_call")) == 1
-    assert len(user_tools.ARCHIVED) == before
-    assert thread.answer_text == "Fine."
+    await thread.answer({"decision": "edit", "args": {"reason": "edited"}})
+    again = await thread.waiting()  # the original never ran: proposed again, it is a new call, asked
+    assert again is not None and again["call"]["args"] == {"reason": "tidy"}
+    await thread.answer("approve")
+    assert user_tools.ARCHIVED[before:] == ["edited", "tidy"]
+    (duplicate,) = thread.of("duplicate_tool_call")  # the edited call did run: proposing it again is refused
+    assert (duplicate.name, duplicate.args) == edited
+    assert len(thread.of("approval_requested")) == 2
+    assert thread.answer_text == "Both archived."
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

@@ -75,3 +75,10 @@ def verdict_of(state: Mapping[str, Any], call_id: str) -> Verdict | None:
     """The verdict the approval hook recorded on ``call_id``, if it waited for one."""
     found = (state.get("approvals") or {}).get(call_id)
     return Verdict(**found) if found else None
+
+
+def rejected_calls(state: Mapping[str, Any]) -> set[str]:
+    """The ids of the calls a person rejected: they never run, so no tool budget counts them."""
+    return {
+        call_id for call_id, found in (state.get("approvals") or {}).items() if found["decision"] == "reject"
+    }

@@ -8,7 +8,7 @@ through.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -17,6 +17,7 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMes
 from langgraph.runtime import Runtime
 
 from phasegraph.nodes.answers import GatheredResult
+from phasegraph.nodes.conversation import is_rejected
 from phasegraph.nodes.emit import Emitter
 from phasegraph.nodes.events import BudgetExhaustedEvent, IgnoredToolCall
 from phasegraph.nodes.unified.context import UnifiedContext
@@ -51,11 +52,14 @@ def this_turn(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
 
 
 def turn_usage(messages: Sequence[BaseMessage]) -> TurnUsage:
-    """Model calls (AI messages) and tool calls (tool messages) of the current turn."""
+    """Model calls (AI messages) and tool calls (tool messages) of the current turn.
+
+    A call a person rejected never ran and is not counted: the model may still make the corrected call.
+    """
     turn = this_turn(messages)
     return TurnUsage(
         model_calls=sum(isinstance(m, AIMessage) for m in turn),
-        tool_calls=sum(isinstance(m, ToolMessage) for m in turn),
+        tool_calls=sum(isinstance(m, ToolMessage) and not is_rejected(m) for m in turn),
     )
 
 
@@ -70,13 +74,16 @@ def turn_results(messages: Sequence[BaseMessage]) -> list[GatheredResult]:
     ]
 
 
-def over_budget(messages: Sequence[BaseMessage], call_id: str, context: UnifiedContext) -> bool:
+def over_budget(
+    messages: Sequence[BaseMessage], call_id: str, context: UnifiedContext, rejected: Collection[str] = ()
+) -> bool:
     """True when the call ``call_id`` of the last model message would exceed the tool budget.
 
-    Calls of one message run concurrently, so each is placed by its position in that message.
+    Calls of one message run concurrently, so each is placed by its position in that message, among
+    the calls a person did not reject (``rejected``: their ids).
     """
     last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
-    ids = [c["id"] for c in last.tool_calls] if last is not None else []
+    ids = [c["id"] for c in last.tool_calls if c["id"] not in rejected] if last is not None else []
     position = ids.index(call_id) if call_id in ids else 0
     return turn_usage(messages).tool_calls + position >= context.max_tool_calls
 

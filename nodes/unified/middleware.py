@@ -29,7 +29,7 @@ from phasegraph.nodes.models import stream_model
 from phasegraph.nodes.prompts import ARGS_TOO_LARGE
 from phasegraph.nodes.streaming import PartialCall, absorb_call_pieces
 from phasegraph.nodes.tool_calls import execute_tool_call, trace_tool_registration
-from phasegraph.nodes.unified.approvals import verdict_of
+from phasegraph.nodes.unified.approvals import rejected_calls, verdict_of
 from phasegraph.nodes.unified.budget import over_budget, turn_usage
 from phasegraph.nodes.unified.context import UnifiedContext
 from phasegraph.nodes.unified.outputs import UnifiedState, answered_call, model_view
@@ -85,6 +85,7 @@ class RunContextMiddleware(AgentMiddleware[Any, UnifiedContext]):
         payload: dict[str, Any] = {"id": call["id"] or "", "name": call["name"], "args": call["args"]}
         refusal = _refusal(request, context)
         verdict = verdict_of(request.state, payload["id"])  # asked after the model, before any call ran
+        rejected = refusal is None and verdict is not None and not verdict.runs
         if refusal is None and verdict is not None:
             refusal = verdict.refusal()
         result = await execute_tool_call(
@@ -95,27 +96,32 @@ class RunContextMiddleware(AgentMiddleware[Any, UnifiedContext]):
             signature,
             refusal=refusal,
             verdict=verdict,
-            turn_calls=_turn_calls(request.state["messages"], payload["id"], registry),
+            turn_calls=_turn_calls(request.state, payload["id"], registry),
         )
-        return answered_call(payload, result, refusal=refusal, show_output=context.show_tool_outputs)
+        return answered_call(
+            payload, result, refusal=refusal, show_output=context.show_tool_outputs, rejected=rejected
+        )
 
 
 #: Where a model message keeps, by call id, why calls it streamed must not run (too large, cut off).
 REFUSED_KEY = "phasegraph_refused_calls"
 
 
-def _turn_calls(messages: Sequence[BaseMessage], call_id: str, registry: ToolRegistry) -> Counter[str]:
+def _turn_calls(state: Any, call_id: str, registry: ToolRegistry) -> Counter[str]:
     """The turn's calls of each tool before ``call_id``: those answered, then its message's earlier calls.
 
     The tool node runs a message's calls concurrently, so each counts its siblings by position rather
-    than by what has finished: per-turn limits hold whichever finishes first.
+    than by what has finished: per-turn limits hold whichever finishes first. A rejected sibling never
+    runs, so it is not counted.
     """
-    used = tool_counts(messages)
+    messages: Sequence[BaseMessage] = state["messages"]
+    used, rejected = tool_counts(messages), rejected_calls(state)
     last = next((m for m in reversed(messages) if isinstance(m, AIMessage) and m.tool_calls), None)
     for sibling in last.tool_calls if last is not None else []:
         if sibling["id"] == call_id:
             break
-        used[registry.canonical(sibling["name"])] += 1
+        if sibling["id"] not in rejected:
+            used[registry.canonical(sibling["name"])] += 1
     return used
 
 
@@ -147,7 +153,7 @@ async def _answer(
 def _refusal(request: ToolCallRequest, context: UnifiedContext) -> str | None:
     """Why the call must not run: past the turn's tool budget, arguments too large, cut off or not JSON."""
     call = request.tool_call
-    if over_budget(request.state["messages"], call["id"] or "", context):
+    if over_budget(request.state["messages"], call["id"] or "", context, rejected_calls(request.state)):
         return BUDGET_REFUSAL.format(limit=context.max_tool_calls)
     if (refusal := _refused_calls(request.state["messages"]).get(call["id"] or "")) is not None:
         return refusal

@@ -32,11 +32,19 @@ class UnifiedState(AgentState[Any]):
 
 
 def answered_call(
-    call: dict[str, Any], result: ToolResult, *, refusal: str | None, show_output: bool
+    call: dict[str, Any],
+    result: ToolResult,
+    *,
+    refusal: str | None,
+    show_output: bool,
+    rejected: bool = False,
 ) -> ToolMessage | Command[Any]:
-    """The call's ``ToolMessage`` as the chat shows it, and what the model reads when that differs."""
+    """The call's ``ToolMessage`` as the chat shows it, and what the model reads when that differs.
+
+    ``rejected``: the refusal is a person's rejection (the message is marked so, see ``refused_message``).
+    """
     if refusal is not None:
-        message = refused_message(call, refusal)
+        message = refused_message(call, refusal, rejected=rejected)
     else:
         message = result_message(call, result, show_output=show_output)
     seen = result.as_text()

@@ -211,10 +211,10 @@ def _everything_read(thread: Thread) -> str:
 
 
 #: Each protocol's default per-turn tool budget, with the budget event that says it ran out.
-DEFAULT_BUDGETS = {"triggered_phase": ("cycles", 3)}
+DEFAULT_BUDGETS = {"triggered_phase": ("cycles", 3), "unified": ("tool_calls", 8)}
 
 
-@pytest.mark.parametrize("protocol", ["triggered_phase"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 async def test_a_rejected_call_proposed_again_asks_again_and_the_retry_ends_within_the_default_budget(
     protocol: str, tmp_path: Path, workspace: Path
 ):

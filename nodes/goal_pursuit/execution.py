@@ -20,7 +20,7 @@ from phasegraph.nodes.events import DuplicateToolCall, PhaseEnd, PhaseStart
 from phasegraph.nodes.goal_pursuit.context import GoalPursuitContext
 from phasegraph.nodes.goal_pursuit.repository import open_repository
 from phasegraph.nodes.goal_pursuit.schemas import OperationPlan, PursuitAssessment
-from phasegraph.nodes.goal_pursuit.state import GoalPursuitState, progress
+from phasegraph.nodes.goal_pursuit.state import GoalPursuitState, progress, steps_used
 from phasegraph.nodes.tool_calls import execute_tool_call
 from phasegraph.tools import ToolResult
 
@@ -83,14 +83,17 @@ async def execute_action(state: GoalPursuitState, runtime: Runtime[GoalPursuitCo
     assessment = PursuitAssessment.model_validate(state["assessment"])
     task = f"{call['name']}({format_args(call['args'])}) [{result.status}]: {text[:TASK_RESULT_CHARS]}"
     assessment.finished_tasks.append(task)
+    rejected = not duplicate and verdict is not None and not verdict.runs
     refusal = DUPLICATE_NOTE.format(name=call["name"]) if duplicate else verdict and verdict.refusal()
     answer = (
-        refused_message(call, refusal)
+        refused_message(call, refusal, rejected=rejected)
         if refusal
         else result_message(call, result, show_output=context.show_tool_outputs)
     )
-    # the plan as proposed and the call as run: proposing either again this turn is a duplicate
-    executed = list(dict.fromkeys([*state["executed"], planned, signature]))
+    # only the call as it ran is a repeat from now on: a rejected plan, or the one an edit replaced, never
+    # ran, so proposing it again asks again
+    ran = not duplicate and not rejected
+    executed = list(dict.fromkeys([*state["executed"], *([signature] if ran else [])]))
     return opened | {
         "messages": [call_message([call]), answer],
         "results": [
@@ -98,6 +101,7 @@ async def execute_action(state: GoalPursuitState, runtime: Runtime[GoalPursuitCo
             GatheredResult(name=call["name"], args=call["args"], status=result.status, text=text),
         ],
         "executed": executed,
+        "rejected_steps": state.get("rejected_steps", 0) + rejected,  # a rejection uses none of max_steps
         "assessment": assessment.model_dump(mode="json"),
         "resource_changes": repository.changes,
         # the next determination starts from scratch; the context and expanded tools stay
@@ -121,4 +125,4 @@ async def route_after_execution(
     state: GoalPursuitState, runtime: Runtime[GoalPursuitContext]
 ) -> Literal["next_step", "steps_spent"]:
     """Determine the next action until the step budget is spent."""
-    return "steps_spent" if state["step"] >= runtime.context.max_steps else "next_step"
+    return "steps_spent" if steps_used(state) >= runtime.context.max_steps else "next_step"

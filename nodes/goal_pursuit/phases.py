@@ -17,7 +17,7 @@ from phasegraph.nodes.goal_pursuit.prompts import PhaseName
 from phasegraph.nodes.goal_pursuit.repository import open_repository
 from phasegraph.nodes.goal_pursuit.resource_context import Change, ContextEditor
 from phasegraph.nodes.goal_pursuit.schemas import read_action
-from phasegraph.nodes.goal_pursuit.state import GoalPursuitState, progress
+from phasegraph.nodes.goal_pursuit.state import GoalPursuitState, progress, steps_used
 from phasegraph.nodes.structured import ask_structured
 from phasegraph.tools import ToolRegistry
 
@@ -98,7 +98,7 @@ def prompt_variables(
             "context_round": state["context_round"],
             "max_context_rounds": context.max_context_rounds,
             "mode": context.mode,
-            "step": state["step"],
+            "step": steps_used(state),
             "max_steps": context.max_steps,
         },
         "assessment": state["assessment"],

@@ -15,7 +15,7 @@ from phasegraph.nodes.goal_pursuit.context import GoalPursuitContext
 from phasegraph.nodes.goal_pursuit.repository import open_repository
 from phasegraph.nodes.goal_pursuit.resource_context import ResourceContext
 from phasegraph.nodes.goal_pursuit.schemas import OperationPlan, PursuitAssessment, Resolution, read_action
-from phasegraph.nodes.goal_pursuit.state import GoalPursuitState, progress
+from phasegraph.nodes.goal_pursuit.state import GoalPursuitState, progress, steps_used
 from phasegraph.nodes.tool_calls import trace_tool_registration
 
 STEP_BUDGET_ANSWER = (
@@ -53,6 +53,7 @@ async def start_pursuit(state: GoalPursuitState, runtime: Runtime[GoalPursuitCon
         "iteration": 0,
         "context_round": 0,
         "step": 0,
+        "rejected_steps": 0,
         "model_calls": 0,
         "phase": "context_discovery",
         "phase_index": 0,
@@ -68,7 +69,7 @@ async def finish_pursuit(state: GoalPursuitState, runtime: Runtime[GoalPursuitCo
     meta = progress(state) | {"phase": "complete"}
     resolution = plan = None
     if state["approved"] is None:  # the step budget ended a pursue turn
-        steps = state["step"]
+        steps = steps_used(state)
         emitter.emit(
             BudgetExhaustedEvent, budget="steps", limit=runtime.context.max_steps, used=steps, **meta
         )

@@ -69,13 +69,19 @@ class GoalPursuitState(TypedDict):
     executed: list[str]  # canonical signatures executed this turn
     iteration: int  # iteration of the current determination (1..max_iter; 0 before the first)
     context_round: int  # context round within the iteration (0 when a new iteration starts)
-    step: int  # plans executed this turn
+    step: int  # plans taken to execution this turn (numbers their calls), rejected ones included
+    rejected_steps: int  # of those, the plans a person rejected: they never ran and use no step budget
     model_calls: int  # model calls this turn, positions a scripted model
     phase: Phase  # the phase running or last run
     phase_index: int  # 1..N, incremented at each phase start
     answer: str  # the turn's final answer
     resolution: Annotated[dict[str, Any] | None, Holds(Resolution | None)]
     operation_plan: Annotated[dict[str, Any] | None, Holds(OperationPlan | None)]
+
+
+def steps_used(state: Mapping[str, Any]) -> int:
+    """The steps of ``max_steps`` this turn used: the plans that ran (a rejected one never did)."""
+    return int(state["step"] - state.get("rejected_steps", 0))
 
 
 def progress(state: Mapping[str, Any]) -> dict[str, Any]:

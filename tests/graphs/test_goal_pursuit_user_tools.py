@@ -14,6 +14,7 @@ from langgraph.types import Command
 
 from phasegraph.graphs.registry import get_protocol
 from phasegraph.graphs.run import RunResult, run, stream_graph
+from phasegraph.nodes.conversation import is_rejected
 from phasegraph.nodes.errors import ConfigurationError, ScriptError
 from phasegraph.nodes.events import Event
 from phasegraph.nodes.goal_pursuit.context import GoalPursuitContext
@@ -294,10 +295,12 @@ async def test_a_bad_edit_asks_again_saying_why(folder: Path, archived: list[str
 async def test_a_rejected_call_never_runs_and_the_protocol_reads_why(folder: Path, archived: list[str]):
     model = archive_script(
         discover(),
-        execute("archive_everything", reason="tidy up"),  # proposed again unchanged: a duplicate, not asked
+        execute(
+            "archive_everything", reason="tidy up"
+        ),  # proposed again unchanged: it never ran, so asked again
         approve(),
         discover(),
-        finalize("not archived", status="failure"),
+        finalize("archived after all"),
         approve(),
     )
     graph, context, config = await until_approval(folder, model)
@@ -305,13 +308,61 @@ async def test_a_rejected_call_never_runs_and_the_protocol_reads_why(folder: Pat
     answer = {"decision": "reject", "reason": "the archive is shared"}
     events = await stream(graph, Command(resume=answer), context, config)
 
-    assert archived == [] and model.exhausted
+    assert archived == []
     kinds = [e.type for e in events]
-    assert "approval_requested" not in kinds and kinds.count("tool_call") == 1
+    assert kinds.count("approval_requested") == 1 and kinds.count("tool_call") == 1
     [result] = [e for e in events if e.type == "tool_result"]
     assert result.status == "error" and "the archive is shared" in (result.error or "")
     assert "the archive is shared" in model.prompts[4][0].text  # the next decision reads the reason
-    assert [e.name for e in events if e.type == "duplicate_tool_call"] == ["archive_everything"]
+    assert "duplicate_tool_call" not in kinds
     state = (await graph.aget_state(config)).values
     assert state["messages"][2].status == "error" and "the archive is shared" in state["messages"][2].text
-    assert events[-1].type == "final" and events[-1].answer == "not archived"
+    assert is_rejected(state["messages"][2]) and state["executed"] == [] and state["rejected_steps"] == 1
+
+    events = await stream(graph, Command(resume="approve"), context, config)
+
+    assert archived == ["tidy up"] and model.exhausted
+    assert "already ran" not in "\n".join(str(m.content) for p in model.prompts for m in p)
+    assert events[-1].type == "final" and events[-1].answer == "archived after all"
+
+
+async def test_a_rejection_uses_no_step_and_the_retry_ends_within_the_default_budget(
+    folder: Path, archived: list[str]
+):
+    limit = GoalPursuitContext.max_steps  # the default: 5 steps that ran
+    shouts = [
+        s for n in range(limit - 2) for s in (discover(), execute("shout", text=f"word {n}"), approve())
+    ]
+    model = archive_script(
+        discover(), execute("archive_everything", reason="tidy up"), approve(),  # the retry
+        *shouts, discover(), finalize("archived, then shouted"), approve(),
+    )  # fmt: skip
+    graph, context, config = await until_approval(folder, model)
+    await stream(graph, Command(resume="reject"), context, config)
+    events = await stream(graph, Command(resume="approve"), context, config)
+
+    assert archived == ["tidy up"] and model.exhausted
+    ran = [(e.name, e.status) for e in events if e.type == "tool_result"]
+    assert ran == [("archive_everything", "ok"), *[("shout", "ok")] * (limit - 2)]
+    assert not [e for e in events if e.type == "budget_exhausted"]  # 4 of 5 steps used: the rejection none
+    assert events[-1].type == "final" and events[-1].answer == "archived, then shouted"
+
+
+async def test_an_edited_calls_original_is_asked_again_and_the_edited_one_is_the_duplicate(
+    folder: Path, archived: list[str]
+):
+    model = archive_script(
+        discover(), execute("archive_everything", reason="tidy up"), approve(),  # the original, again
+        discover(), execute("archive_everything", reason="only old"), approve(),  # the edit, again
+        discover(), finalize("archived twice"), approve(),
+    )  # fmt: skip
+    graph, context, config = await until_approval(folder, model)
+    await stream(graph, Command(resume={"decision": "edit", "args": {"reason": "only old"}}), context, config)
+    [waiting] = (await graph.aget_state(config)).interrupts  # the original never ran: asked again
+    assert waiting.value["call"]["args"] == {"reason": "tidy up"}
+
+    events = await stream(graph, Command(resume="approve"), context, config)
+
+    assert archived == ["only old", "tidy up"] and model.exhausted
+    assert [e.args for e in events if e.type == "duplicate_tool_call"] == [{"reason": "only old"}]
+    assert events[-1].type == "final" and events[-1].answer == "archived twice"

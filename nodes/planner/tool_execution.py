@@ -17,7 +17,7 @@ from langgraph.runtime import Runtime
 
 from phasegraph.nodes.answers import GatheredResult
 from phasegraph.nodes.approval import Verdict
-from phasegraph.nodes.conversation import result_message
+from phasegraph.nodes.conversation import refused_message, result_message
 from phasegraph.nodes.emit import Emitter, reports_errors
 from phasegraph.nodes.events import AgentState
 from phasegraph.nodes.planner.approvals import EDITED, approve_planner_calls
@@ -65,7 +65,9 @@ async def run_tools(state: PlannerState, runtime: Runtime[PlannerContext]) -> di
             stop = "tool_cap"
             messages.append(_answer(call, CAP_NOTE.format(limit=context.max_tool_calls)))
             continue
-        used += 1
+        verdict = verdicts.get(call["id"])
+        rejected = verdict is not None and not verdict.runs
+        used += 0 if rejected else 1  # a person's rejection is no tool call: the corrected one may still run
         if call["name"] in VIRTUAL_TOOLS:
             meta_update, note = _meta_call(state, call, update)
             update |= meta_update
@@ -75,9 +77,8 @@ async def run_tools(state: PlannerState, runtime: Runtime[PlannerContext]) -> di
             continue
         emitter.emit(AgentState, state="executing_tool", details=call["name"], **fields)
         plain: dict[str, Any] = {"id": call["id"], "name": call["name"], "args": call["args"]}
-        verdict = verdicts.get(call["id"])
         result = await _run(context, emitter, registry, plain, call.get("error"), verdict, fields, clock)
-        if result.status == "error" and (verdict is None or verdict.runs):  # a rejection is no tool error
+        if result.status == "error" and not rejected:  # a rejection is no tool error
             errors = await record_error(
                 context,
                 errors,
@@ -89,7 +90,11 @@ async def run_tools(state: PlannerState, runtime: Runtime[PlannerContext]) -> di
         text = result.as_text()
         edited = verdict is not None and verdict.decision == "edit"
         outputs[call["id"]] = EDITED.format(args=json.dumps(plain["args"])) + text if edited else text
-        messages.append(result_message(plain, result, show_output=context.show_tool_outputs))
+        messages.append(
+            refused_message(plain, result.error or "", rejected=True)
+            if rejected
+            else result_message(plain, result, show_output=context.show_tool_outputs)
+        )
         results.append(
             GatheredResult(name=plain["name"], args=plain["args"], status=result.status, text=text)
         )

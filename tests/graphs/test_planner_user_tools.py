@@ -17,6 +17,7 @@ from langgraph.types import Command
 
 from phasegraph.graphs.registry import get_protocol
 from phasegraph.graphs.run import run, stream_graph
+from phasegraph.nodes.conversation import is_rejected
 from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.events import Event
 from phasegraph.nodes.planner.context import PlannerContext
@@ -378,3 +379,32 @@ async def test_the_reviewer_uses_its_own_model_from_the_project_file(folder: Pat
     models_by_operation = {(r.operation_type, r.model) for r in rows}
     assert ("plan_review", "scripted:reviewer.json") in models_by_operation
     assert ("plan_create", "scripted:planner.json") in models_by_operation
+
+
+async def test_a_rejected_call_made_again_is_asked_again_and_uses_none_of_the_tool_calls(
+    folder: Path, archived: list[str]
+):
+    limit = PlannerContext.max_tool_calls  # the default: 8 a turn
+    shouts = [("shout", {"text": f"word {n}"}) for n in range(limit - 1)]
+    model = archive_everything(
+        turn("", ("archive_everything", {"reason": "tidy up"})),
+        turn("", *shouts),
+        turn("Archived and shouted."),
+    )
+    graph, context, config, _ = await until_approval(folder, model, "Tidy up")
+    await stream(graph, Command(resume={"decision": "reject", "reason": "ask me again"}), context, config)
+    value = await waiting_on(graph, config)  # made again, the call is asked again: it never ran
+    assert value["call"]["args"] == {"reason": "tidy up"}
+
+    events = await stream(graph, Command(resume="approve"), context, config)
+
+    assert archived == ["tidy up"]
+    ran = [(e.name, e.status) for e in of(events, "tool_result")]
+    assert ran == [
+        ("archive_everything", "ok"),
+        *[("shout", "ok")] * (limit - 1),
+    ]  # 8 of 8: the rejection none
+    assert events[-1].type == "final" and events[-1].answer == "Archived and shouted."
+    state = (await graph.aget_state(config)).values
+    assert state["tool_calls_used"] == limit
+    assert [is_rejected(m) for m in state["messages"] if m.type == "tool"] == [True, *[False] * limit]

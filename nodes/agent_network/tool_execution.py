@@ -62,7 +62,7 @@ async def use_tool(state: AgentNetworkState, runtime: Runtime[AgentNetworkContex
     asked.name = agent.key
     rejected = verdict.refusal() if verdict is not None else None
     answer = (
-        refused_message(call, rejected)
+        refused_message(call, rejected, rejected=True)
         if rejected is not None
         else result_message(call, result, show_output=context.show_tool_outputs)
     )
@@ -77,7 +77,8 @@ async def use_tool(state: AgentNetworkState, runtime: Runtime[AgentNetworkContex
             execution_id: tool_payload(step, epoch, agent.key, tool, params, result),
         },
         "instructions": [*state["instructions"], instruction.model_dump(mode="json")],
-        "tool_errors": state["tool_errors"] + (result.status == "error"),
+        # a person's rejection is no tool error: the agent may still make the corrected call
+        "tool_errors": state["tool_errors"] + (result.status == "error" and rejected is None),
     }
 
 

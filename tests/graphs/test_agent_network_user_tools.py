@@ -18,6 +18,7 @@ from phasegraph.graphs.registry import get_protocol
 from phasegraph.graphs.run import stream_graph
 from phasegraph.nodes.agent_network.context import AgentNetworkContext
 from phasegraph.nodes.agent_network.tools import compile_for_project, project_tools
+from phasegraph.nodes.conversation import is_rejected
 from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.events import Event
 from phasegraph.nodes.trace import MemoryTraceStore
@@ -245,3 +246,24 @@ async def test_a_rejected_call_never_runs_and_the_agent_reads_the_reason(
     values = (await thread.state()).values
     rejected = [m for m in values["messages"] if m.type == "tool"]
     assert len(rejected) == 1 and "not before the audit" in rejected[0].text
+
+
+async def test_rejections_are_no_tool_errors_and_the_call_made_again_is_asked_again(
+    tmp_path: Path, workspace: Path, archived: list[str]
+):
+    limit = AgentNetworkContext.max_tool_errors  # the default: 3 a turn
+    context = approval_context(tmp_path, workspace)
+    again = tool("archive_everything", reason="tidy up")
+    context.chat_model = scripted(*[again] * (limit + 1), answer("Archived at last."))
+    thread = Thread(context)
+    await thread.send({"messages": [("user", "archive it all")]})
+    for n in range(limit):  # as many rejections as the turn tolerates tool errors: each call is asked again
+        await thread.send(Command(resume={"decision": "reject", "reason": f"not yet ({n})"}))
+        assert (await thread.state()).interrupts, f"rejection {n} ended the run"
+    events = await thread.send(Command(resume="approve"))
+    assert archived == ["tidy up"]
+    assert events[-1].type == "final" and events[-1].answer == "Archived at last."
+    values = (await thread.state()).values
+    assert values["tool_errors"] == 0
+    answers = [m for m in values["messages"] if m.type == "tool"]
+    assert [is_rejected(m) for m in answers] == [True] * limit + [False]

@@ -469,6 +469,26 @@ def test_run_asks_on_the_terminal_before_the_call(
     assert "final answer" in done.stdout
 
 
+def test_a_rejected_call_made_again_is_asked_again_and_the_retry_ends_within_the_default_budget(
+    tmp_path: Path,
+):
+    """The issue's report: a rejected call made again was refused as 'already executed', and the rejection
+    used one of the 3 cycles."""
+    repo = git_repository(tmp_path / "repo")
+    create = ("git.git_create_branch", {"repo_path": str(repo), "branch_name": "feature"})
+    status, log = ("git.git_status", {"repo_path": str(repo)}), ("git.git_log", {"repo_path": str(repo)})
+    turns = [turn("", create), turn("", create), turn("", status), turn("", log), turn("Branch made.")]
+    path, _ = _git_project(tmp_path, turns)
+    done = _on_a_terminal(tmp_path, ["run", "triggered_phase", "Make a branch", "--config", str(path)],
+                          "r\nname it properly\na\n")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("? git.git_create_branch waits for your approval") == 2
+    assert "✗ rejected git.git_create_branch: name it properly" in done.stdout
+    assert "✔ approved git.git_create_branch" in done.stdout and "already executed" not in done.stdout
+    assert "feature" in _branches(repo)
+    assert "Branch made." in done.stdout and "final answer" in done.stdout
+
+
 def test_a_bad_edit_is_asked_again_and_the_second_answer_runs(tmp_path: Path):
     repo = git_repository(tmp_path / "repo")
     path, _ = _git_project(tmp_path, _branch_turns(repo))

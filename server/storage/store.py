@@ -199,6 +199,12 @@ class RequestStore:
         async with self._guard, self.engine.connect() as conn:
             return bool((await conn.execute(sa.select(sa.func.count()).where(running))).scalar())
 
+    async def forget(self, request_key: str) -> None:
+        """Remove a request that stopped: its row, events and trace (a rolled-back run)."""
+        async with self._guard, self.engine.begin() as conn:
+            for table in (events_table, traces_table, requests_table):
+                await conn.execute(table.delete().where(table.c.request_key == request_key))
+
     async def update(self, request_key: str, **fields: Any) -> None:
         """Change fields of a request."""
         fields["updated_at"] = time.time()

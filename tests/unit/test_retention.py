@@ -476,6 +476,24 @@ async def test_an_expiring_thread_that_came_back_is_not_removed(backend: Backend
     assert (await backend.raw("p/back"))["checkpoints"] == 0
 
 
+async def test_a_rolled_back_run_leaves_the_thread_as_it_was_before_it(backend: Backend):
+    graph = build_graph(backend.saver)
+    await turns(graph, "p/rolled", 1)  # the turn before: it stays
+    before_values = (await graph.aget_state(config("p/rolled"))).values
+    before, rows = await backend.checkpoints("p/rolled"), await backend.raw("p/rolled")
+    run = {"configurable": {"thread_id": "p/rolled"}, "metadata": {"run_id": "doomed"}}
+    await graph.ainvoke({"items": ["turn-x"], "count": 0, "limit": 3, "ask": True}, run)  # asks, writes
+    assert await backend.checkpoints("p/rolled") != before
+
+    removed = await backend.pruner.remove_run("p/rolled", "doomed")
+
+    assert removed.checkpoints > 0 and removed.writes > 0
+    assert await backend.checkpoints("p/rolled") == before  # every namespace, the helper's call too
+    assert await backend.raw("p/rolled") == rows  # no write or blob of the run is left behind
+    state = await graph.aget_state(config("p/rolled"))
+    assert state.values == before_values and not state.interrupts
+
+
 async def test_checkpoint_ids_tell_when_they_were_made():
     started = time.time()
     async with open_checkpointer("memory") as saver:

@@ -130,6 +130,14 @@ class Pruner(Protocol):
         """
         ...
 
+    async def remove_run(self, thread_id: str, run_id: str) -> Removed:
+        """Remove the checkpoints one run saved (their metadata's ``run_id``), in every namespace.
+
+        What a rollback does: the thread is left as it was before the run, with the writes and
+        (where kept apart) the channel values only those checkpoints had.
+        """
+        ...
+
     async def size(self) -> int | None:
         """Bytes the checkpoints take (``None`` when that means nothing here)."""
         ...

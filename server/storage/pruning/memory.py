@@ -66,6 +66,27 @@ class MemoryPruner:
             self.saver.storage.pop(thread_id, None)
         return removed
 
+    async def remove_run(self, thread_id: str, run_id: str) -> Removed:
+        """Remove the checkpoints ``run_id`` saved with their writes and the blobs only they named."""
+        removed = Removed()
+        for ns, saved in list(self.saver.storage.get(thread_id, {}).items()):
+            doomed = [i for i, (_, metadata, _) in saved.items() if self._run_of(metadata) == run_id]
+            kept = [i for i in saved if i not in doomed]
+            freed = self._versions(thread_id, ns, saved, doomed) - self._versions(thread_id, ns, saved, kept)
+            for checkpoint_id in doomed:
+                del saved[checkpoint_id]
+                removed.writes += len(self.saver.writes.pop((thread_id, ns, checkpoint_id), {}))
+            for blob in freed:
+                del self.saver.blobs[blob]
+            removed += Removed(len(doomed), 0, len(freed))
+            if not saved:
+                self.saver.storage[thread_id].pop(ns, None)
+        return removed
+
+    def _run_of(self, metadata: tuple[str, bytes]) -> object:
+        """The ``run_id`` a stored checkpoint's metadata names."""
+        return self.saver.serde.loads_typed(metadata).get("run_id")
+
     async def size(self) -> int | None:
         """Nothing to measure: the checkpoints live in this process's memory."""
         return None

@@ -147,6 +147,29 @@ class PostgresPruner:
             return None
         return removed
 
+    async def remove_run(self, thread_id: str, run_id: str) -> Removed:
+        """Remove the checkpoints ``run_id`` saved with their writes, then the blobs only they named."""
+        removed, freed = Removed(), dict[str, set[tuple[str, str]]]()
+        async with self._transaction() as cur:
+            await cur.execute(
+                "DELETE FROM checkpoints WHERE thread_id = %s AND metadata ->> 'run_id' = %s "
+                "RETURNING checkpoint_ns, checkpoint_id, checkpoint -> 'channel_versions' AS versions",
+                (thread_id, run_id),
+            )
+            rows = await cur.fetchall()
+            removed.checkpoints = len(rows)
+            for row in rows:
+                freed.setdefault(row["checkpoint_ns"], set()).update(_versions([row["versions"]]))
+            await cur.execute(
+                "DELETE FROM checkpoint_writes AS w USING unnest(%s::text[], %s::text[]) AS g(ns, id) "
+                "WHERE w.thread_id = %s AND w.checkpoint_ns = g.ns AND w.checkpoint_id = g.id",
+                ([r["checkpoint_ns"] for r in rows], [r["checkpoint_id"] for r in rows], thread_id),
+            )
+            removed.writes = cur.rowcount
+        for ns, versions in freed.items():
+            removed.blobs += await self._remove_blobs(thread_id, ns, versions, whole=False, cutoff=None)
+        return removed
+
     async def size(self) -> int | None:
         """Bytes of the three checkpoint tables with their indexes and TOAST (pg_total_relation_size)."""
         sizes = " + ".join(f"pg_total_relation_size('{table}')" for table in TABLES)

@@ -126,6 +126,19 @@ class SqlitePruner:
             return None
         return removed
 
+    async def remove_run(self, thread_id: str, run_id: str) -> Removed:
+        """Remove the checkpoints ``run_id`` saved, with their writes, in one transaction."""
+        run = "thread_id = ? AND json_extract(CAST(metadata AS TEXT), '$.run_id') = ?"
+        async with self._transaction() as conn:
+            deleted = await conn.execute(
+                "DELETE FROM writes WHERE (thread_id, checkpoint_ns, checkpoint_id) IN "
+                f"(SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints WHERE {run})",
+                (thread_id, run_id),
+            )
+            writes = deleted.rowcount
+            deleted = await conn.execute(f"DELETE FROM checkpoints WHERE {run}", (thread_id, run_id))
+            return Removed(deleted.rowcount, writes)
+
     async def size(self) -> int | None:
         """The database file's bytes, with its write-ahead log."""
         rows = await self._read("PRAGMA database_list", ())

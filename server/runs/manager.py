@@ -6,7 +6,7 @@ which heartbeats this process's runs, applies control flags other replicas store
 runs whose driver died. The parts:
 
 - ``starting``: new requests and forks; ``driving``: a run's segments between pause points;
-- ``control``: pause, resume, cancel; ``takeover``: orphaned runs;
+- ``control``: pause, resume, cancel (and here, roll back); ``takeover``: orphaned runs;
 - ``following``: a request's stored then live events, for its streams.
 """
 
@@ -21,6 +21,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from starlette.requests import Request
 
+from phasegraph.nodes.errors import ConflictError
 from phasegraph.nodes.events import Event
 from phasegraph.nodes.settings import ServerSettings
 from phasegraph.server.runs.control import Control
@@ -33,6 +34,7 @@ from phasegraph.server.runs.starting import TURN, Starter
 from phasegraph.server.runs.takeover import TakeOver
 from phasegraph.server.runs.wakeups import Wakeups
 from phasegraph.server.storage.records import RequestRecord
+from phasegraph.server.storage.retention import pruner_for
 from phasegraph.server.storage.store import RequestStore
 
 __all__ = ["STOPS", "TURN", "RunManager", "manager_of"]
@@ -174,6 +176,24 @@ class RunManager:
     async def cancel(self, record: RequestRecord) -> None:
         """Cancel a request for good: its stream ends with ``cancelled`` and it cannot be resumed."""
         await self.control.cancel(record)
+
+    async def roll_back(self, record: RequestRecord) -> None:
+        """Cancel a running or paused request, then remove it and the checkpoints it saved.
+
+        Its thread is left as it was before the run (LangGraph's ``rollback``). The removal waits
+        until the run stopped, wherever it was driven: a run another worker or replica drives is
+        told through the store (as ``cancel`` tells it) and writes nothing once its stop is stored.
+        """
+        if record.status not in ("running", "paused"):
+            raise ConflictError(
+                f"request {record.request_id!r} is {record.status}: only a running or paused run can be "
+                "rolled back"
+            )
+        await self.cancel(record)
+        async for _ in self.follow(record, 0):  # until its stop is stored
+            pass
+        await pruner_for(self.checkpointer, requests=False).remove_run(record.thread_key, record.request_id)
+        await self.store.forget(record.request_key)
 
     def follow(self, record: RequestRecord, after_seq: int = 0) -> AsyncIterator[Event]:
         """Every event after ``after_seq``: the stored ones, then live ones until the run stops."""

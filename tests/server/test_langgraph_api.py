@@ -38,7 +38,11 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         turn("", ("archive_project", {})),  # it waits for an approval
         turn("Orbit is archived."),
     )
-    return {"slow": slow_script(folder, 60), "archive": archive}
+    (folder / "long").mkdir()
+    long = write_script(folder / "long", turn(" ".join(["word"] * 400)), chunk_delay_ms=50)  # about 20 s
+    (folder / "quick").mkdir()
+    quick = write_script(folder / "quick", turn("Quick answer."))
+    return {"slow": slow_script(folder, 60), "archive": archive, "long": long, "quick": quick}
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +84,7 @@ def _raw(server: Server, method: str, path: str, **kwargs: Any) -> httpx.Respons
         ({"after_seconds": 5}, "after_seconds"),
         ({"stream_mode": "tasks"}, "stream_mode"),
         ({"stream_mode": ["values", "debug"]}, "stream_mode"),
-        ({"multitask_strategy": "rollback"}, "multitask_strategy"),
+        ({"multitask_strategy": "cancel"}, "multitask_strategy"),
         ({"command": {"goto": "tool_phase"}}, "goto"),
         ({"interrupt_before": ["tool_phase"] * 101}, "interrupt_before"),  # as many as the native routes take
         ({"interrupt_after": ["x" * 201]}, "interrupt_after"),
@@ -100,7 +104,7 @@ def test_an_unsupported_field_is_refused_naming_it(server: Server, body: dict[st
     [
         ({"interrupt_before": ["no_such_node"]}, "'no_such_node' is not a node of 'triggered_phase'"),
         ({"input": {"messages": [], "secret": 1}}, "input.secret is not an input"),
-        ({"command": {"resume": "x"}}, "input and command: send one of them"),
+        ({"command": {"resume": "x"}}, "the thread has no checkpoint to go on from"),  # the command wins
         ({"context": {"workspace": "/etc"}}, "settings.workspace cannot be set"),
         ({"context": {"model": {"spec": "x"}}}, "context.model: a model spec"),
         ({"config": {"configurable": {"show_tool_outputs": "yes"}}}, "context.show_tool_outputs"),
@@ -113,18 +117,88 @@ def test_a_run_that_cannot_be_started_says_why_and_starts_nothing(
     thread = _raw(server, "POST", "/threads", json={}).json()["thread_id"]
     answer = _raw(server, "POST", f"/threads/{thread}/runs/wait",
                   json={"assistant_id": "triggered_phase", "input": ASK, **body})  # fmt: skip
-    assert answer.status_code in (400, 404, 422), answer.text
+    assert answer.status_code in (400, 404, 409, 422), answer.text
     assert says in answer.json()["message"]
     assert _raw(server, "GET", f"/threads/{thread}/runs").json() == []
 
 
-def test_cancel_refuses_a_rollback_naming_the_field(server: Server, client: SyncLangGraphClient):
+def test_cancel_refuses_an_unknown_action_naming_the_field(server: Server, client: SyncLangGraphClient):
     thread_id = client.threads.create()["thread_id"]
     run_id = client.runs.create(thread_id, "triggered_phase", input=ASK)["run_id"]
-    answer = _raw(server, "POST", f"/threads/{thread_id}/runs/{run_id}/cancel", params={"action": "rollback"})
+    answer = _raw(server, "POST", f"/threads/{thread_id}/runs/{run_id}/cancel", params={"action": "undo"})
     assert answer.status_code == 422 and answer.json()["detail"][0]["loc"] == ["query", "action"]
     client.runs.join(thread_id, run_id)
     assert client.runs.get(thread_id, run_id)["status"] == "success"  # the refused cancel did nothing
+
+
+def _long_run(client: SyncLangGraphClient, thread_id: str, models: dict[str, str]) -> str:
+    """Start a run that streams for about 20 s; its id once its model is streaming."""
+    long = {"messages": [{"role": "user", "content": "A long one."}]}
+    run_id = client.runs.create(thread_id, "triggered_phase", input=long, context={"model": models["long"]})[
+        "run_id"
+    ]
+    for part in client.runs.join_stream(thread_id, run_id, stream_mode="messages-tuple"):
+        if part.event == "messages" and part.data[0].get("content"):
+            return run_id
+    raise AssertionError("the long run ended before its model streamed")
+
+
+def _checkpoints_of(client: SyncLangGraphClient, thread_id: str, run_id: str) -> int:
+    history = client.threads.get_history(thread_id, limit=1000)
+    return sum(s["metadata"].get("run_id") == run_id for s in history)
+
+
+def _humans(client: SyncLangGraphClient, thread_id: str) -> list[str]:
+    messages = client.threads.get_state(thread_id)["values"]["messages"]
+    return [m["content"] for m in messages if m["type"] == "human"]
+
+
+def test_multitask_interrupt_cancels_the_running_run_and_goes_on_from_it(
+    client: SyncLangGraphClient, models: dict[str, str]
+):
+    thread_id = client.threads.create()["thread_id"]
+    first = _long_run(client, thread_id, models)
+    second = client.runs.wait(thread_id, "triggered_phase", input=ASK, context={"model": models["quick"]},
+                              multitask_strategy="interrupt")  # fmt: skip
+    assert second["answer"] == "Quick answer."
+    assert [(r["run_id"] == first, r["status"]) for r in client.runs.list(thread_id)] == [
+        (False, "success"), (True, "interrupted"),
+    ]  # fmt: skip
+    assert _checkpoints_of(client, thread_id, first) > 0  # interrupted, not removed
+    assert _humans(client, thread_id) == ["A long one.", ASK["messages"][0]["content"]]
+
+
+def test_multitask_rollback_removes_the_running_run_and_its_checkpoints(
+    client: SyncLangGraphClient, models: dict[str, str]
+):
+    thread_id = client.threads.create()["thread_id"]
+    client.runs.wait(thread_id, "triggered_phase", input=ASK, context={"model": models["quick"]})
+    kept = client.threads.get_history(thread_id, limit=1000)
+    first = _long_run(client, thread_id, models)
+    assert _checkpoints_of(client, thread_id, first) > 0
+    second = client.runs.wait(thread_id, "triggered_phase", input=ASK, context={"model": models["quick"]},
+                              multitask_strategy="rollback")  # fmt: skip
+    assert second["answer"] == "Quick answer."
+    assert [r["status"] for r in client.runs.list(thread_id)] == ["success", "success"]
+    with pytest.raises(NotFoundError):
+        client.runs.get(thread_id, first)
+    history = client.threads.get_history(thread_id, limit=1000)
+    assert _checkpoints_of(client, thread_id, first) == 0
+    assert [s["checkpoint_id"] for s in history[-len(kept) :]] == [s["checkpoint_id"] for s in kept]
+    assert _humans(client, thread_id) == [ASK["messages"][0]["content"]] * 2
+
+
+def test_cancel_with_rollback_leaves_the_thread_as_before_the_run(
+    client: SyncLangGraphClient, models: dict[str, str]
+):
+    thread_id = client.threads.create()["thread_id"]
+    run_id = _long_run(client, thread_id, models)
+    client.runs.cancel(thread_id, run_id, action="rollback")
+    assert client.runs.list(thread_id) == []
+    assert client.threads.get_history(thread_id) == []
+    assert client.threads.get(thread_id)["status"] == "idle"
+    client.runs.wait(thread_id, "triggered_phase", input=ASK, context={"model": models["quick"]})
+    assert client.threads.get(thread_id)["status"] == "idle"  # the thread goes on as if it had not run
 
 
 def test_threads_and_runs_stay_in_their_project(server: Server):
@@ -251,3 +325,35 @@ def test_the_planners_approval_is_an_interrupt_answered_with_a_command(
     results = [e for e in _events(done) if e.type == "tool_result"]
     assert [(e.name, e.status) for e in results] == [("archive_project", "ok")]
     assert client.threads.get(thread_id)["status"] == "idle"
+
+
+def test_an_approval_reaches_a_values_only_stream_and_a_command_beside_input_answers_it(
+    server: Server, client: SyncLangGraphClient, models: dict[str, str]
+):
+    async def create(store: PlanningStore) -> None:
+        await store.domain.create_project("alpha", "Apollo", "event-plan")
+
+    _planning(server, create)
+    context = {"model": models["archive"], "context_type": "project", "entity_id": "apollo"}
+    thread_id = client.threads.create()["thread_id"]
+    ask = {"messages": [{"role": "user", "content": "Archive Apollo"}]}
+    # useStream's modes as docs/clients.md sets them: no ``updates``, so the interrupt comes in ``values``
+    asking = list(client.runs.stream(thread_id, "planner", input=ask, context=context,
+                                     stream_mode=["values", "messages-tuple", "custom"]))  # fmt: skip
+    last = [p.data for p in asking if p.event == "values"][-1]
+    [question] = last["__interrupt__"]
+    assert question["value"]["call"]["name"] == "archive_project" and last["messages"]
+    # thread.interrupts: keyed by the id of the task that asks, as the reference keys them
+    state = client.threads.get_state(thread_id)
+    thread = client.threads.get(thread_id)
+    assert thread["interrupts"] == {t["id"]: t["interrupts"] for t in state["tasks"] if t["interrupts"]}
+    assert thread["interrupts"] and next(iter(thread["interrupts"].values()))[0]["id"] == question["id"]
+    # CopilotKit's LangGraph adapter sends its state (client tools included) beside the command: ignored
+    copilotkit = {**ask, "tools": [{"name": "frontend_only"}], "copilotkit": {"actions": [{"name": "x"}]}}
+    done = list(client.runs.stream(thread_id, "planner", input=copilotkit, command={"resume": "approve"},
+                                   context=context, stream_mode=["values", "custom"]))  # fmt: skip
+    results = [e for e in _events(done) if e.type == "tool_result"]
+    assert [(e.name, e.status) for e in results] == [("archive_project", "ok")]
+    assert not [p for p in done if p.event == "values" and "__interrupt__" in p.data]
+    humans = [m for m in client.threads.get_state(thread_id)["values"]["messages"] if m["type"] == "human"]
+    assert len(humans) == 1  # the input beside the command added nothing

@@ -113,7 +113,8 @@ class ThreadRunBody(RunFields):
 
     checkpoint: CheckpointBody | None = None
     checkpoint_id: str | None = None
-    multitask_strategy: Literal["reject", "enqueue"] = "enqueue"
+    #: While another run of the thread runs: refuse, wait, cancel it, or cancel and remove it.
+    multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] = "enqueue"
     if_not_exists: Literal["reject", "create"] = "reject"
 
 

@@ -10,8 +10,9 @@ live stream and a join that replays it (``Last-Event-ID``) send the same parts u
   the end, so a client sees the state after every step as the reference server sends it;
 - ``messages-tuple``, ``messages`` and ``events``: the model's text as it streams, the tools that
   ran and the messages each node wrote (see ``chat``);
-- ``error`` when the run failed, and ``updates`` ``{"__interrupt__": [...]}`` when it stopped at
-  an interrupt.
+- ``error`` when the run failed; when it stopped at an interrupt, ``updates``
+  ``{"__interrupt__": [...]}`` and, for a question an ``interrupt()`` asks, ``values``: the state
+  with ``__interrupt__`` beside it, as LangGraph's own stream writes it (``useStream`` reads it there).
 
 A part's id is ``<seq>-<n>``: the n-th part sent at event ``seq`` of the request.
 """
@@ -124,9 +125,12 @@ class RunParts:
         parts: list[Part] = []
         if self.modes & CHECKPOINT_MODES:
             parts += self._of_saved(await self.checkpoints.saved(before=None))
-        if not isinstance(event, Paused | Final) or not self.modes & {"updates", "events"}:
+        if not isinstance(event, Paused | Final) or not self.modes & {"updates", "values", "events"}:
             return parts + self.chat.end(None)
         snapshot = await self.graph.aget_state(thread_config(self.record.thread_key))
+        values = output(self.graph, snapshot.values)
         if "updates" in self.modes and (snapshot.interrupts or (isinstance(event, Paused) and snapshot.next)):
             parts.append(("updates", {"__interrupt__": jsonable(snapshot.interrupts)}))
-        return parts + self.chat.end(output(self.graph, snapshot.values))
+        if "values" in self.modes and snapshot.interrupts:  # an interrupt() asks: not a stop before a node
+            parts.append(("values", {**values, "__interrupt__": jsonable(snapshot.interrupts)}))
+        return parts + self.chat.end(values)

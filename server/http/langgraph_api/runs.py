@@ -159,10 +159,13 @@ def run_routes(project: Any) -> APIRouter:
     )
     async def cancel_run(
         thread_id: str, run_id: str, request: Request, project_id: Project, wait: bool = False,
-        action: Annotated[Literal["interrupt"], Query(description=CANCEL_ACTION)] = "interrupt",
+        action: Annotated[Literal["interrupt", "rollback"], Query(description=CANCEL_ACTION)] = "interrupt",
     ) -> dict[str, Any]:  # fmt: skip
         manager = manager_of(request)
         record = await _run(request, project_id, thread_id, run_id)
+        if action == "rollback":  # gone once it stopped: the answer is the run as it was cancelled
+            await manager.roll_back(record)
+            return views.run(record, "interrupted")
         await manager.cancel(record)
         if wait:
             async for _ in manager.follow(record, 0):
@@ -176,7 +179,10 @@ JOIN_MODES = (
     "The modes to stream (the run's own when none): repeated (stream_mode=values&stream_mode=custom) "
     'or as one JSON array (stream_mode=["values","custom"]).'
 )
-CANCEL_ACTION = "Only interrupt: a cancelled run keeps its checkpoints (rollback is not served)."
+CANCEL_ACTION = (
+    "interrupt: the run is cancelled and keeps its checkpoints; rollback: it is cancelled, then removed "
+    "with the checkpoints it saved (the answer comes once it is gone)."
+)
 
 
 def _locate(response: Response, record: RequestRecord) -> None:

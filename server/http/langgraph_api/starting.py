@@ -79,14 +79,22 @@ def _no_client_tools(given: dict[str, Any]) -> None:
             )
 
 
+def commanded(body: RunFields) -> bool:
+    """Whether the body's ``command`` is what the run goes on with: a command with a field set wins.
+
+    As the reference server does, ``input`` is then ignored, unread: Agent Chat UI answers an
+    interrupt with ``submit({}, {command})`` (``input: {}``) and CopilotKit's LangGraph adapter
+    sends its whole state as ``input`` beside the command. An empty ``command: {}`` counts as none.
+    """
+    return body.command is not None and bool(body.command.model_fields_set)
+
+
 def graph_input(spec: ProtocolSpec, graph: Graph, body: RunFields) -> tuple[Any, str | None]:
     """The graph input and the user's message in it (size and content checks), from input or command."""
-    refuse_wide_integers(body.input, "input")  # what a checkpoint cannot save fails here, not mid-run
-    if body.command is not None:
-        if body.input is not None:
-            raise InvalidInputError("input and command: send one of them")
+    if body.command is not None and commanded(body):
         refuse_wide_integers(body.command.resume, "command.resume")
         return Command(resume=body.command.resume), None
+    refuse_wide_integers(body.input, "input")  # what a checkpoint cannot save fails here, not mid-run
     if body.input is None:
         return None, None  # go on from where the thread stopped
     allowed = set(graph.get_input_jsonschema().get("properties", {}))
@@ -120,12 +128,35 @@ def run_settings(
     return model, spec.client_settings(context), show
 
 
-async def wait_for_turn(manager: RunManager, thread_key: str, strategy: str) -> None:
-    """Refuse (``reject``) or wait (``enqueue``) while another run of the thread runs."""
+async def wait_for_turn(manager: RunManager, threads: ThreadStore, thread_key: str, strategy: str) -> None:
+    """While another run of the thread runs: refuse (``reject``), wait (``enqueue``), or stop it.
+
+    ``interrupt`` cancels it (its checkpoints stay: the new run goes on from its last one);
+    ``rollback`` cancels it and removes it with its checkpoints. Either way the run stops wherever
+    it is driven, and the new one starts only once the thread is free (one running run per thread).
+    """
     while await manager.store.thread_busy(thread_key):
         if strategy == "reject":
             raise ConflictError(BUSY)
+        if strategy in ("interrupt", "rollback"):
+            for record in await threads.requests(thread_key):
+                if record.status == "running":
+                    await _supersede(manager, record, strategy)
+            continue
         await asyncio.sleep(ENQUEUE_POLL_SECONDS)
+
+
+async def _supersede(manager: RunManager, record: RequestRecord, strategy: str) -> None:
+    """Stop a running run for a new one (``interrupt``: cancelled; ``rollback``: and removed)."""
+    try:
+        if strategy == "rollback":
+            await manager.roll_back(record)
+        else:
+            await manager.cancel(record)
+            async for _ in manager.follow(record, 0):  # until its stop is stored, wherever it runs
+                pass
+    except ConflictError:  # it ended meanwhile: nothing left to stop
+        pass
 
 
 async def _snapshot(graph: Graph, thread: ThreadRecord, checkpoint_id: str | None) -> StateSnapshot:
@@ -168,7 +199,7 @@ async def start_run(
         "metadata": body.metadata,
         "stream_mode": body.modes(),
     }
-    if body.input is not None and isinstance(body.input.get("messages"), list):
+    if not commanded(body) and body.input is not None and isinstance(body.input.get("messages"), list):
         manager.starter.check_message_count(len(body.input["messages"]))  # before any is converted
     graph_in, message = graph_input(spec, graph, body)
     if message is not None:
@@ -186,7 +217,7 @@ async def start_run(
     if isinstance(graph_in, Command):
         asked = _questions(await _snapshot(graph, thread, checkpoint_id))
     while True:
-        await wait_for_turn(manager, thread.thread_key, strategy)
+        await wait_for_turn(manager, threads, thread.thread_key, strategy)
         waiting = await _base(graph, thread, graph_in, checkpoint_id, options)  # read once the thread is free
         if asked is not None and waiting != asked:
             raise ConflictError(

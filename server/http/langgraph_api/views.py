@@ -107,9 +107,11 @@ def state(thread_id: str, snapshot: StateSnapshot | None) -> dict[str, Any]:
 
 def thread(record: ThreadRecord, status: str, snapshot: StateSnapshot | None) -> dict[str, Any]:
     """A thread with its status and current values."""
+    # Keyed by the id of the task that asks, as the reference keys them (one task may ask several).
     interrupts: dict[str, Any] = {}
-    if snapshot is not None and snapshot.interrupts:
-        interrupts = {snapshot.config["configurable"]["checkpoint_id"]: jsonable(snapshot.interrupts)}
+    for task in snapshot.tasks if snapshot is not None else ():
+        if task.interrupts:
+            interrupts[task.id] = jsonable(task.interrupts)
     return {
         "thread_id": record.thread_id,
         "created_at": iso(record.created_at),

@@ -1,7 +1,9 @@
 """A ``useStream`` page (``@langchain/langgraph-sdk/react``, tests/js/page/, built with vite into a temp
 folder) served from another origin, against ``phasegraph serve`` with ``PHASEGRAPH_CORS_ORIGINS`` set to
 that origin, in Debian's headless Chromium: the answer streams in, the tool calls show, a reload re-opens
-the thread from the address, and a second message continues it."""
+the thread from the address, and a second message continues it. The page's Agent Chat UI-style
+approvals (``?page=approvals``) answer an approval as Agent Chat UI does, with ``submit({}, {command})``,
+with ``fetchStateHistory`` and without it (stream modes values, messages-tuple and custom)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -21,6 +24,7 @@ from tests.helpers import turn
 from tests.processes import Process, free_port, listens, running
 from tests.server.conftest import Server
 from tests.server.js import node
+from tests.server.test_ag_ui_approval import approval_server
 
 ASK = "What is on the roadmap?"
 ANSWER = "The roadmap has two milestones: March ships the protocol, June the rest."
@@ -74,6 +78,19 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Serve
             yield origin, server
         finally:
             server.stop()
+
+
+@pytest.fixture(scope="module")
+def approvals(setup: tuple[str, Server], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server whose model calls ``archive_everything``, which waits for approval, allowing the page."""
+    origin, _ = setup
+    server = approval_server(
+        tmp_path_factory.mktemp("js-use-stream-approvals"), PHASEGRAPH_CORS_ORIGINS=origin
+    )
+    try:
+        yield server.start()
+    finally:
+        server.stop()
 
 
 @contextmanager
@@ -146,4 +163,39 @@ def test_use_stream_from_another_origin(setup: tuple[str, Server]) -> None:
         calls = ['list_files({"path":"docs"})', 'read_file({"path":"docs/team.md"})']
         expect(page.locator(".tool-call")).to_have_text(calls)
         assert page.evaluate("new URLSearchParams(location.search).get('threadId')") == thread_id
+    assert console == [], console
+
+
+@pytest.mark.parametrize("history", ["1", "0"], ids=["fetchStateHistory", "values-messages-custom"])
+@pytest.mark.parametrize(
+    ("button", "args", "result"),
+    [
+        ("approve", None, "archived (tidy up)"),
+        ("edit", {"reason": "edited in the page"}, "archived (edited in the page)"),
+        ("reject", None, "Not today."),
+    ],
+)
+def test_an_agent_chat_ui_page_answers_an_approval(
+    setup: tuple[str, Server], approvals: Server, history: str, button: str, args: Any, result: str
+) -> None:
+    origin, _ = setup
+    with _page() as (page, console):
+        page.goto(
+            f"{origin}/?page=approvals&history={history}&apiUrl={approvals.url}&assistantId=triggered_phase"
+        )
+        _send(page, "Archive everything, please.")
+        card = page.locator(".interrupt")
+        expect(card.locator(".interrupt-call")).to_have_text(
+            'archive_everything({"reason":"tidy up"})', timeout=WAIT
+        )
+        expect(page.locator("body")).to_have_attribute("data-busy", "false", timeout=WAIT)
+        if args is not None:
+            card.locator("input[name=args]").fill(json.dumps(args))
+        card.locator(f"button.{button}").click()
+        expect(card).to_have_count(0, timeout=WAIT)
+        _answered(page, "Done.")
+        expect(page.locator(".message.tool")).to_contain_text([result])
+        thread_id = page.locator(".thread-id").text_content()
+    runs = httpx.get(f"{approvals.url}/threads/{thread_id}/runs").json()
+    assert [r["status"] for r in runs] == ["success", "interrupted"]  # the answer was a run of its own
     assert console == [], console

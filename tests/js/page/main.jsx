@@ -1,9 +1,13 @@
-// The test page: the Chat component (the docs' useStream snippet) plus what a test reads: the status,
-// and every distinct text the last AI message showed while the run streamed (window.seenAnswers).
+// The test page: the Chat component (the docs' useStream snippet), or with ?page=approvals the Agent Chat
+// UI-style Approvals, plus what a test reads: the status, and every distinct text the last AI message
+// showed while the run streamed (window.seenAnswers).
 import { StrictMode } from "react";
 import { createRoot } from "react-dom/client";
 
+import { Approvals } from "./Approvals.jsx";
 import { Chat } from "./Chat.jsx";
+
+const Page = new URLSearchParams(window.location.search).get("page") === "approvals" ? Approvals : Chat;
 
 window.seenAnswers = [];
 new MutationObserver(() => {
@@ -15,6 +19,6 @@ new MutationObserver(() => {
 
 createRoot(document.getElementById("root")).render(
   <StrictMode>
-    <Chat />
+    <Page />
   </StrictMode>,
 );

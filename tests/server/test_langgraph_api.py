@@ -8,6 +8,7 @@ planner's approval ``interrupt()`` is answered with ``Command(resume=...)``.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -23,6 +24,7 @@ from phasegraph.nodes.events import Event, parse_event
 from phasegraph.tools.planning import PlanningStore
 from tests.helpers import turn, write_script
 from tests.server.conftest import Server, demo_server, slow_script
+from tests.server.js import node
 from tests.server.test_planner import _planning
 
 ASK = {"messages": [{"role": "user", "content": "Summarise the roadmap in the docs folder."}]}
@@ -325,6 +327,24 @@ def test_the_planners_approval_is_an_interrupt_answered_with_a_command(
     results = [e for e in _events(done) if e.type == "tool_result"]
     assert [(e.name, e.status) for e in results] == [("archive_project", "ok")]
     assert client.threads.get(thread_id)["status"] == "idle"
+
+
+def test_the_js_sdk_double_texts_with_interrupt_and_rollback(server: Server, models: dict[str, str]):
+    result = node(
+        "multitask.mjs", server.url, models["long"], models["quick"], env={"PHASEGRAPH_TOKEN": "token-a"}
+    )
+    steps = json.loads(result.stdout.strip().splitlines()[-1])["steps"]
+    assert all(step["ok"] for step in steps.values()), steps
+    interrupted, rolled_back = steps["interrupt"]["value"], steps["rollback"]["value"]
+    assert interrupted["answer"] == rolled_back["answer"] == "Quick answer."
+    assert interrupted["runs"] == [
+        {"first": False, "status": "success"},
+        {"first": True, "status": "interrupted"},
+    ]
+    assert interrupted["humans"] == ["A long one.", "Second."] and interrupted["first_checkpoints"] > 0
+    assert rolled_back["runs"] == [{"first": False, "status": "success"}]
+    assert rolled_back["humans"] == ["Second."] and rolled_back["first_checkpoints"] == 0
+    assert steps["cancel_rollback"]["value"] == {"runs": 0, "history": 0, "status": "idle"}
 
 
 def test_an_approval_reaches_a_values_only_stream_and_a_command_beside_input_answers_it(

@@ -60,9 +60,14 @@ class Setup:
             "content": "Recording.",
             "tool_calls": [{"name": "append_line", "args": {"path": str(self.ledger)}}],
         }
-        self.twice = (
-            f"scripted:{write_script(folder, [record, record, {'content': 'Done.'}], name='twice.json')}"
+        # paced: the run the first answer starts asks its second question only once its chunks (words,
+        # argument pieces) streamed, so the second answer, sent with it, reads the first question however
+        # loaded the machine is (unpaced, a loaded machine let it arrive after the second question was
+        # asked, and it answered that one)
+        twice = write_script(
+            folder, [record, record, {"content": "Done."}], name="twice.json", chunk_delay_ms=40
         )
+        self.twice = f"scripted:{twice}"
         env = {
             "PHASEGRAPH_CHECKPOINTER": f"sqlite:{folder / 'state.db'}",
             "PHASEGRAPH_WORKSPACE": str(DEMO_WORKSPACE),

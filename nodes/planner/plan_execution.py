@@ -17,6 +17,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from phasegraph.nodes.answers import GatheredResult
+from phasegraph.nodes.conversation import refused_message
 from phasegraph.nodes.emit import Emitter, reports_errors
 from phasegraph.nodes.events import AgentState, StepComplete, StepStart
 from phasegraph.nodes.planner.approvals import approve_planner_calls
@@ -116,9 +117,8 @@ async def run_step(state: PlanRunState, runtime: Runtime[PlannerContext]) -> dic
         verdict=verdict,
     )
     update: dict[str, Any] = {"elapsed": clock.elapsed}
-    if result.status == "error" and (
-        verdict is None or verdict.runs
-    ):  # a rejection is no failure of the tool
+    rejected = verdict is not None and not verdict.runs
+    if result.status == "error" and not rejected:  # a rejection is no failure of the tool
         update["errors_logged"] = await record_error(
             context,
             state["errors_logged"],
@@ -140,6 +140,8 @@ async def run_step(state: PlanRunState, runtime: Runtime[PlannerContext]) -> dic
     )
     args = call["args"]
     outcome = StepOutcome(id=step["id"], tool=step["tool"], status=result.status, text=text, args=args)
+    if rejected:
+        outcome["rejected"] = True
     gathered = GatheredResult(name=step["tool"], args=args, status=result.status, text=text)
     return update | {"plan_results": [*done, outcome], "results": [*state["results"], gathered]}
 
@@ -190,6 +192,8 @@ def _step_messages(plan: Plan, outcomes: list[StepOutcome], show: bool) -> list[
         text = outcome["text"]
         if outcome["status"] == "skipped":
             answers.append(not_run(call, f"Not run: {text}"))
+        elif outcome.get("rejected"):  # it never ran: no "ran: error" for it
+            answers.append(refused_message(call, text.removeprefix("ERROR: "), rejected=True))
         else:
             error = text.removeprefix("ERROR: ") if outcome["status"] == "error" else None
             answers.append(tool_answer(call, text, show_output=show, error=error))

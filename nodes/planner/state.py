@@ -57,6 +57,7 @@ class StepOutcome(TypedDict):
     status: Literal["ok", "error", "skipped"]
     text: str
     args: NotRequired[dict[str, Any]]  # the arguments it ran with (references resolved)
+    rejected: NotRequired[bool]  # a person rejected the step's call: it never ran
 
 
 class TurnUsage(TypedDict):

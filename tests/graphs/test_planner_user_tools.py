@@ -17,6 +17,7 @@ from langgraph.types import Command
 
 from phasegraph.graphs.registry import get_protocol
 from phasegraph.graphs.run import run, stream_graph
+from phasegraph.nodes.approval import REJECTED
 from phasegraph.nodes.conversation import is_rejected
 from phasegraph.nodes.errors import ConfigurationError
 from phasegraph.nodes.events import Event
@@ -78,9 +79,8 @@ def context_of(folder: Path, model: ScriptedChatModel | None, **fields: Any) -> 
     context = PlannerContext(
         project_file=str(project(folder, **fields.pop("project", {}))),
         database=f"sqlite:{folder / 'planner.db'}",
-        show_tool_outputs=True,
         **chosen,
-        **fields,
+        **({"show_tool_outputs": True} | fields),
     )
     _OPENED.append(context)
     return context
@@ -355,6 +355,24 @@ async def test_a_plan_step_that_waits_asks_before_it_starts(folder: Path, archiv
     assert (done.step_id, done.status) == ("s2", "error") and "not now" in done.summary
     assert (skipped.step_id, skipped.status) == ("s3", "skipped")  # a skipped step asks nothing
     assert not of(events, "approval_requested") and events[-1].type == "final"
+
+
+async def test_a_rejected_plan_step_is_recorded_as_rejected_not_as_ran(folder: Path, archived: list[str]):
+    steps = [{"id": "s1", "tool": "archive_everything", "args": {"reason": "plan"}, "rationale": "",
+              "depends_on": []}]  # fmt: skip
+    model = scripted(
+        turn("", ("agent_create_plan", {"objective": "Archive"})),
+        turn("", ("PlanDraft", {"reasoning": "", "steps": steps})),
+        turn("Nothing was archived."),
+    )
+    graph, context, config, _ = await until_approval(folder, model, "Archive", show_tool_outputs=False)
+
+    await stream(graph, Command(resume={"decision": "reject", "reason": "not now"}), context, config)
+
+    assert archived == []
+    messages = (await graph.aget_state(config)).values["messages"]
+    [step] = [m for m in messages if m.type == "tool" and m.name == "archive_everything"]
+    assert is_rejected(step) and step.text == REJECTED.format(reason="not now")  # not "ran: error"
 
 
 async def test_the_reviewer_uses_its_own_model_from_the_project_file(folder: Path):

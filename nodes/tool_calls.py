@@ -22,6 +22,15 @@ from phasegraph.tools.sources import policy_of
 OVER_LIMIT = "{name} may run at most {limit} time(s) per user turn; this call was not run."
 
 
+class NotRun(ToolResult):
+    """The result of a call refused and never invoked (a person rejected it, a limit, its arguments)."""
+
+
+def ran(result: ToolResult) -> bool:
+    """Whether the call behind ``result`` ran (a failed call ran; a refused one did not)."""
+    return not isinstance(result, NotRun)
+
+
 async def execute_tool_call(
     context: RunContext,
     emitter: Emitter,
@@ -58,6 +67,9 @@ async def execute_tool_call(
             never runs, an edited one runs with the edited arguments (``call`` is updated in place).
         turn_calls: How many times each tool ran this user turn, for the tools' ``max_calls_per_turn``
             (counted up here; without it no per-turn limit applies).
+
+    Returns:
+        How the call ended: a ``NotRun`` when it was refused unrun (rejected, past a limit, ``refusal``).
     """
     meta = meta or {}
     call["name"] = registry.canonical(call["name"])  # a call made under the tool's wire name
@@ -105,7 +117,7 @@ async def _run(
     """The call's result: the refusal, the other runner's or the registry tool's, secrets redacted."""
     name, args = call["name"], call["args"]
     if refusal is not None:
-        result = ToolResult(status="error", error=refusal)
+        result: ToolResult = NotRun(status="error", error=refusal)
     elif invoke is not None:  # a call the protocol runs itself: its span is made here
         with tool_span(name, str(call["id"] or ""), args) as span:
             result = await invoke()

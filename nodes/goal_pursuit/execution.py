@@ -21,8 +21,7 @@ from phasegraph.nodes.goal_pursuit.context import GoalPursuitContext
 from phasegraph.nodes.goal_pursuit.repository import open_repository
 from phasegraph.nodes.goal_pursuit.schemas import OperationPlan, PursuitAssessment
 from phasegraph.nodes.goal_pursuit.state import GoalPursuitState, progress, steps_used
-from phasegraph.nodes.tool_calls import execute_tool_call
-from phasegraph.tools import ToolResult
+from phasegraph.nodes.tool_calls import NotRun, execute_tool_call, ran
 
 #: Characters of a tool result the finished-task line keeps.
 TASK_RESULT_CHARS = 200
@@ -70,7 +69,7 @@ async def execute_action(state: GoalPursuitState, runtime: Runtime[GoalPursuitCo
             limit=0,
             **meta,
         )
-        result = ToolResult(status="error", error=ALREADY_RAN)
+        result = NotRun(status="error", error=ALREADY_RAN)
     else:
         result = await execute_tool_call(
             context, emitter, registry, call, signature, meta, verdict=verdict,
@@ -84,16 +83,15 @@ async def execute_action(state: GoalPursuitState, runtime: Runtime[GoalPursuitCo
     task = f"{call['name']}({format_args(call['args'])}) [{result.status}]: {text[:TASK_RESULT_CHARS]}"
     assessment.finished_tasks.append(task)
     rejected = not duplicate and verdict is not None and not verdict.runs
-    refusal = DUPLICATE_NOTE.format(name=call["name"]) if duplicate else verdict and verdict.refusal()
+    refusal = DUPLICATE_NOTE.format(name=call["name"]) if duplicate else None if ran(result) else result.error
     answer = (
         refused_message(call, refusal, rejected=rejected)
         if refusal
         else result_message(call, result, show_output=context.show_tool_outputs)
     )
-    # only the call as it ran is a repeat from now on: a rejected plan, or the one an edit replaced, never
-    # ran, so proposing it again asks again
-    ran = not duplicate and not rejected
-    executed = list(dict.fromkeys([*state["executed"], *([signature] if ran else [])]))
+    # only the call as it ran is a repeat from now on: a rejected plan, the one an edit replaced, or one past
+    # its per-turn limit never ran, so proposing it again asks again (or is refused again)
+    executed = list(dict.fromkeys([*state["executed"], *([signature] if ran(result) else [])]))
     return opened | {
         "messages": [call_message([call]), answer],
         "results": [

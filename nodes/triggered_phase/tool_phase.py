@@ -11,7 +11,7 @@ from phasegraph.nodes.approval import ask, needs_approval
 from phasegraph.nodes.conversation import call_message, refused_message, result_message, tool_counts
 from phasegraph.nodes.emit import Emitter, reports_errors
 from phasegraph.nodes.errors import PhasegraphError
-from phasegraph.nodes.tool_calls import execute_tool_call
+from phasegraph.nodes.tool_calls import execute_tool_call, ran
 from phasegraph.nodes.triggered_phase.context import TriggeredPhaseContext
 from phasegraph.nodes.triggered_phase.phases import close_phase, open_phase
 from phasegraph.nodes.triggered_phase.prompts import TOOL_RESULT_NOTE
@@ -42,8 +42,7 @@ async def run_tool_phase(
         context, emitter, registry, call, proposed["signature"], meta, refusal=refusal, verdict=verdict,
         turn_calls=tool_counts(state["messages"]),
     )  # fmt: skip
-    if verdict is not None and not verdict.runs:
-        refusal = verdict.refusal()
+    refusal = None if ran(result) else result.error or ""  # rejected, past a per-turn limit, ...
     text = result.as_text()
     gathered = GatheredResult(name=call["name"], args=call["args"], status=result.status, text=text)
     note = TOOL_RESULT_NOTE.format(
@@ -55,14 +54,14 @@ async def run_tool_phase(
         if refusal is not None
         else result_message(call, result, show_output=context.show_tool_outputs)
     )
-    ran = registry.signature(call["name"], call["args"], context.project_id)  # edited arguments, if edited
+    signature = registry.signature(call["name"], call["args"], context.project_id)  # edited, if edited
     update |= {
         "messages": [call_message([call], state["draft"]), answered],
         "notes": [*state["notes"], note],
         "results": [*state["results"], gathered],
         # only what ran is a repeat from now on: an edited call's edited arguments, never a rejected call
-        # (proposed again, it is asked again) nor the arguments an edit replaced (they never ran)
-        "executed": [*state["executed"], *([ran] if refusal is None else [])],
+        # (proposed again, it is asked again), one past its per-turn limit, nor the arguments an edit replaced
+        "executed": [*state["executed"], *([signature] if refusal is None else [])],
         # a person's rejection is no tool cycle: the model may still make the corrected call
         "cycles_used": state["cycles_used"] + (0 if rejected else 1),
         "proposed": None,

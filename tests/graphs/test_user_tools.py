@@ -129,6 +129,23 @@ async def test_max_calls_per_turn_refuses_the_second_call_and_the_model_reads_wh
     assert "may run at most 1 time(s) per user turn" in _read(model)
 
 
+async def test_a_call_past_max_calls_per_turn_made_again_is_refused_by_the_limit_not_as_a_repeat(
+    tmp_path: Path, workspace: Path
+):
+    project = {"python_tools": COUNT, "tools": {"word_count": {"max_calls_per_turn": 1}}}
+    again = turn("", ("word_count", {"text": "three four five"}))
+    result, _ = await _run(
+        "triggered_phase", tmp_path, workspace, project,
+        turn("", ("word_count", {"text": "one two"})), again, again, turn("Done."),
+    )  # fmt: skip
+    limit = "word_count may run at most 1 time(s) per user turn; this call was not run."
+    assert [(r.status, r.error) for r in of_type(result, "tool_result")] == [
+        ("ok", None),
+        *[("error", limit)] * 2,
+    ]
+    assert of_type(result, "duplicate_tool_call") == []  # it never ran: no "already executed in this turn"
+
+
 async def test_max_calls_per_turn_holds_for_calls_of_one_unified_message(tmp_path: Path, workspace: Path):
     project = {"python_tools": COUNT, "tools": {"word_count": {"max_calls_per_turn": 1}}}
     calls = (("word_count", {"text": "one two"}), ("word_count", {"text": "three four five"}))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, NotRequired
 
 from typing_extensions import TypedDict
 
@@ -18,6 +18,7 @@ class GatheredResult(TypedDict):
     args: dict[str, Any]
     status: str
     text: str
+    ran: NotRequired[bool]  # False: refused unrun (a person rejected it, a limit); absent: it ran
 
 
 def format_args(args: dict[str, object]) -> str:
@@ -37,5 +38,9 @@ def fallback_answer(results: Sequence[GatheredResult], limit: int = 600) -> str:
 
 
 def all_tools_failed(results: Collection[Mapping[str, Any]]) -> bool:
-    """True when the turn ran tools and every one of them failed: its answer rests on no tool output."""
-    return bool(results) and all(item["status"] != "ok" for item in results)
+    """True when the turn ran tools and every one of them failed: its answer rests on no tool output.
+
+    Calls refused unrun (``ran`` False: a person rejected them, a limit) are none of the tools that ran.
+    """
+    ran = [item for item in results if item.get("ran", True)]
+    return bool(ran) and all(item["status"] != "ok" for item in ran)

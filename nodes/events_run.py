@@ -38,7 +38,7 @@ class Final(EventBase):
     answer: str
     #: The answer was built from the tool results, not written by the model.
     fallback: bool = False
-    #: The turn ran tools and every one failed: the answer rests on no tool output.
+    #: The turn ran tools and every one failed: the answer rests on no tool output (refused calls never ran).
     all_tools_failed: bool = False
     #: goal_pursuit: the structured outcome behind ``answer`` (one of the two) and why the loop ended.
     resolution: dict[str, Any] | None = None

@@ -15,6 +15,7 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 from phasegraph.nodes.agent_network.schemas import Action
+from phasegraph.nodes.tool_calls import ran
 from phasegraph.tools import ToolResult
 
 INPUT_PREVIEW = 80
@@ -145,6 +146,7 @@ def tool_payload(
         "merged_params": params,
         "result": result.as_text(),
         "status": result.status,
+        "ran": ran(result),  # False: refused unrun (a person rejected it, past its per-turn limit)
         "duration_ms": round(result.duration_ms),
         "timestamp": time.time(),
     }

@@ -96,7 +96,9 @@ async def execute_action(state: GoalPursuitState, runtime: Runtime[GoalPursuitCo
         "messages": [call_message([call]), answer],
         "results": [
             *state["results"],
-            GatheredResult(name=call["name"], args=call["args"], status=result.status, text=text),
+            GatheredResult(
+                name=call["name"], args=call["args"], status=result.status, text=text, ran=ran(result)
+            ),
         ],
         "executed": executed,
         "rejected_steps": state.get("rejected_steps", 0) + rejected,  # a rejection uses none of max_steps

@@ -27,7 +27,7 @@ from phasegraph.nodes.planner.ledger import record_error
 from phasegraph.nodes.planner.plan_rules import REFERENCE
 from phasegraph.nodes.planner.state import Plan, PlanRunState, StepOutcome, meta, public_plan
 from phasegraph.nodes.planner.transcript import executor_calls, not_run, tool_answer
-from phasegraph.nodes.tool_calls import execute_tool_call
+from phasegraph.nodes.tool_calls import execute_tool_call, ran
 from phasegraph.tools import ToolResult
 
 #: Characters of a step's result the summary (the plan call's result) quotes.
@@ -142,7 +142,7 @@ async def run_step(state: PlanRunState, runtime: Runtime[PlannerContext]) -> dic
     outcome = StepOutcome(id=step["id"], tool=step["tool"], status=result.status, text=text, args=args)
     if rejected:
         outcome["rejected"] = True
-    gathered = GatheredResult(name=step["tool"], args=args, status=result.status, text=text)
+    gathered = GatheredResult(name=step["tool"], args=args, status=result.status, text=text, ran=ran(result))
     return update | {"plan_results": [*done, outcome], "results": [*state["results"], gathered]}
 
 

@@ -27,7 +27,7 @@ from phasegraph.nodes.planner.ledger import record_error
 from phasegraph.nodes.planner.prompts import CAP_NOTE, PLAN_PER_STEP, VIRTUAL_TOOLS, WATCHDOG_NOTE
 from phasegraph.nodes.planner.state import PendingCall, PlannerState, meta
 from phasegraph.nodes.planner.transcript import not_run
-from phasegraph.nodes.tool_calls import execute_tool_call
+from phasegraph.nodes.tool_calls import execute_tool_call, ran
 from phasegraph.tools import ToolRegistry, ToolResult
 
 
@@ -96,7 +96,9 @@ async def run_tools(state: PlannerState, runtime: Runtime[PlannerContext]) -> di
             else result_message(plain, result, show_output=context.show_tool_outputs)
         )
         results.append(
-            GatheredResult(name=plain["name"], args=plain["args"], status=result.status, text=text)
+            GatheredResult(
+                name=plain["name"], args=plain["args"], status=result.status, text=text, ran=ran(result)
+            )
         )
     return update | {
         "messages": messages,

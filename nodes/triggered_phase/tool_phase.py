@@ -44,7 +44,9 @@ async def run_tool_phase(
     )  # fmt: skip
     refusal = None if ran(result) else result.error or ""  # rejected, past a per-turn limit, ...
     text = result.as_text()
-    gathered = GatheredResult(name=call["name"], args=call["args"], status=result.status, text=text)
+    gathered = GatheredResult(
+        name=call["name"], args=call["args"], status=result.status, text=text, ran=refusal is None
+    )
     note = TOOL_RESULT_NOTE.format(
         name=call["name"], args=format_args(call["args"]), status=result.status, text=text
     )

@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMes
 from langgraph.runtime import Runtime
 
 from phasegraph.nodes.answers import GatheredResult
-from phasegraph.nodes.conversation import is_rejected
+from phasegraph.nodes.conversation import NOT_RUN, is_rejected
 from phasegraph.nodes.emit import Emitter
 from phasegraph.nodes.events import BudgetExhaustedEvent, IgnoredToolCall
 from phasegraph.nodes.unified.context import UnifiedContext
@@ -68,7 +68,13 @@ def turn_results(messages: Sequence[BaseMessage]) -> list[GatheredResult]:
     turn = this_turn(messages)
     args = {c["id"]: c["args"] for m in turn if isinstance(m, AIMessage) for c in m.tool_calls}
     return [
-        GatheredResult(name=m.name or "", args=args.get(m.tool_call_id, {}), status=_status(m), text=m.text)
+        GatheredResult(
+            name=m.name or "",
+            args=args.get(m.tool_call_id, {}),
+            status=_status(m),
+            text=m.text,
+            ran=not m.response_metadata.get(NOT_RUN),
+        )
         for m in turn
         if isinstance(m, ToolMessage)
     ]

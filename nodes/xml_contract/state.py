@@ -38,7 +38,7 @@ class XmlContractState(TypedDict):
     # what the last model answer proposed (blocks, problems, final answer)
     proposal: Annotated[dict[str, Any] | None, Holds(KeptProposal | None)]
     steps: int  # iterations that ran blocks this turn
-    calls: dict[str, int]  # this turn's tool calls by status ("ok", "error")
+    calls: dict[str, int]  # this turn's tool calls that ran, by status ("ok", "error")
     refused_in_a_row: int  # iterations in a row whose answer could not run at all (broken XML, ...)
     model_calls: int  # model calls this turn, positions a scripted model
     phase: Phase  # the phase running or last run

@@ -77,7 +77,7 @@ async def execute_blocks(state: XmlContractState, runtime: Runtime[XmlContractCo
         emitter.emit(XmlBlock, kind=block.kind, group=group, steps=steps, **meta)
         block_answered = await run.block(block, group)
         for done in block_answered:
-            calls[done.result.status] += 1
+            calls[done.result.status] += done.ran  # a refused call (rejected, past a limit) is none
             ran += 1
             parts.append(done.tag)
         answered += block_answered

@@ -181,6 +181,17 @@ async def test_reject_never_runs_and_the_model_reads_the_reason(
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_turn_whose_only_call_was_rejected_is_not_one_whose_tools_all_failed(
+    protocol: str, tmp_path: Path, workspace: Path
+):
+    thread = _thread(protocol, tmp_path, workspace, turn("", ARCHIVE), turn("I left it."))
+    await thread.start()
+    await thread.answer("reject")
+    (final,) = thread.of("final")
+    assert final.answer == "I left it." and not final.all_tools_failed  # no tool ran, so none failed
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize(
     ("answer", "archived"),
     [

@@ -22,6 +22,7 @@ from phasegraph.nodes.goal_pursuit.repository import open_repository
 from phasegraph.nodes.goal_pursuit.schemas import OperationPlan, PursuitAssessment
 from phasegraph.nodes.goal_pursuit.state import GoalPursuitState, progress, steps_used
 from phasegraph.nodes.tool_calls import NotRun, execute_tool_call, ran
+from phasegraph.tools import ToolResult
 
 #: Characters of a tool result the finished-task line keeps.
 TASK_RESULT_CHARS = 200
@@ -69,7 +70,7 @@ async def execute_action(state: GoalPursuitState, runtime: Runtime[GoalPursuitCo
             limit=0,
             **meta,
         )
-        result = NotRun(status="error", error=ALREADY_RAN)
+        result: ToolResult = NotRun(status="error", error=ALREADY_RAN)
     else:
         result = await execute_tool_call(
             context, emitter, registry, call, signature, meta, verdict=verdict,

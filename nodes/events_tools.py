@@ -39,6 +39,8 @@ class ToolResultEvent(EventBase):
     duration_ms: float
     output: str | None = None
     error: str | None = None
+    #: Set when the call never ran: a person ``rejected`` it, or it was ``refused`` (a limit, its arguments).
+    not_run: Literal["rejected", "refused"] | None = None
     execution_id: str | None = None
     step_index: int | None = None
     group: str | None = None

@@ -75,11 +75,12 @@ async def execute_tool_call(
     call["name"] = registry.canonical(call["name"])  # a call made under the tool's wire name
     if refusal is None and verdict is None and needs_approval(registry, call["name"]):
         verdict = await ask(context, emitter, registry, call, meta)
+    rejected = False
     if verdict is not None and refusal is None:
         if verdict.decision == "edit":
             call["args"] = verdict.args
             signature = registry.signature(call["name"], verdict.args, context.project_id)
-        refusal = verdict.refusal()
+        refusal, rejected = verdict.refusal(), not verdict.runs
     if refusal is None and turn_calls is not None:
         refusal = _over_limit(registry, call["name"], turn_calls)
     name, args, call_id = call["name"], call["args"], call["id"]
@@ -102,6 +103,7 @@ async def execute_tool_call(
         duration_ms=result.duration_ms,
         output=result.output if context.show_tool_outputs else None,
         error=result.error,
+        not_run=None if refusal is None else "rejected" if rejected else "refused",
         **meta,
     )
     return result

@@ -1,10 +1,11 @@
 """phasegraph's metrics, through the OpenTelemetry metrics API.
 
-Runs started and ended (by protocol and outcome), run and phase durations, tool calls (by tool and
-status) and their durations, refused duplicate calls, budget stops (by budget), model tokens (the
-GenAI ``gen_ai.client.token.usage`` histogram) and cost, model call durations, active event streams
-and the event log's write latency. Counts of the run's own events are read from its typed events
-(``observe``), so every protocol is counted the same way.
+Runs started and ended (by protocol and outcome), run and phase durations, tool calls that ran (by tool
+and status; a call refused unrun, a person's rejection included, is none) and their durations, refused
+duplicate calls, budget stops (by budget), model tokens (the GenAI ``gen_ai.client.token.usage``
+histogram) and cost, model call durations, active event streams and the event log's write latency.
+Counts of the run's own events are read from its typed events (``observe``), so every protocol is counted
+the same way.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def instruments() -> Instruments:
 def observe(event: Event) -> None:
     """Count what a run's event says: a tool call's outcome, a refused duplicate, a budget stop."""
     protocol = {"phasegraph.protocol": event.protocol}
-    if isinstance(event, ToolResultEvent):
+    if isinstance(event, ToolResultEvent) and event.not_run is None:  # only calls that ran are tool calls
         attributes = {
             **protocol,
             "gen_ai.tool.name": tool_label(event.name),

@@ -28,7 +28,7 @@ from phasegraph.nodes.events import BudgetExhaustedEvent, TextChunk
 from phasegraph.nodes.models import stream_model
 from phasegraph.nodes.prompts import ARGS_TOO_LARGE
 from phasegraph.nodes.streaming import PartialCall, absorb_call_pieces
-from phasegraph.nodes.tool_calls import execute_tool_call, trace_tool_registration
+from phasegraph.nodes.tool_calls import execute_tool_call, ran, trace_tool_registration
 from phasegraph.nodes.unified.approvals import rejected_calls, verdict_of
 from phasegraph.nodes.unified.budget import over_budget, turn_usage
 from phasegraph.nodes.unified.context import UnifiedContext
@@ -86,8 +86,6 @@ class RunContextMiddleware(AgentMiddleware[Any, UnifiedContext]):
         refusal = _refusal(request, context)
         verdict = verdict_of(request.state, payload["id"])  # asked after the model, before any call ran
         rejected = refusal is None and verdict is not None and not verdict.runs
-        if refusal is None and verdict is not None:
-            refusal = verdict.refusal()
         result = await execute_tool_call(
             context,
             emitter,
@@ -98,6 +96,7 @@ class RunContextMiddleware(AgentMiddleware[Any, UnifiedContext]):
             verdict=verdict,
             turn_calls=_turn_calls(request.state, payload["id"], registry),
         )
+        refusal = None if ran(result) else result.error or ""  # rejected, past a per-turn limit, ...
         return answered_call(
             payload, result, refusal=refusal, show_output=context.show_tool_outputs, rejected=rejected
         )

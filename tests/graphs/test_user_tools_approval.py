@@ -24,7 +24,7 @@ from phasegraph.nodes.events import Event
 from phasegraph.nodes.scripted import ScriptedChatModel
 from phasegraph.nodes.trace import MemoryTraceStore
 from tests import user_tools
-from tests.helpers import scripted, turn
+from tests.helpers import metric_points, scripted, turn
 from tests.tool_checks import left_running
 from tests.tool_projects import demo_server, write_project
 
@@ -189,6 +189,20 @@ async def test_a_turn_whose_only_call_was_rejected_is_not_one_whose_tools_all_fa
     await thread.answer("reject")
     (final,) = thread.of("final")
     assert final.answer == "I left it." and not final.all_tools_failed  # no tool ran, so none failed
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_rejected_call_is_no_tool_call_of_the_metrics(
+    protocol: str, tmp_path: Path, workspace: Path, reader
+):
+    thread = _thread(protocol, tmp_path, workspace, turn("", ARCHIVE), turn("", ARCHIVE), turn("Archived."))
+    await thread.start()
+    await thread.answer("reject")
+    await thread.answer("approve")
+
+    assert [e.not_run for e in thread.of("tool_result")] == ["rejected", None]
+    points = metric_points(reader)["phasegraph.tool.calls"]
+    assert [(p.attributes["phasegraph.status"], p.value) for p in points] == [("ok", 1)]  # the one that ran
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

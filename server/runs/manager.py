@@ -35,7 +35,7 @@ from phasegraph.server.runs.takeover import TakeOver
 from phasegraph.server.runs.wakeups import Wakeups
 from phasegraph.server.storage.records import RequestRecord
 from phasegraph.server.storage.retention import pruner_for
-from phasegraph.server.storage.store import RequestStore
+from phasegraph.server.storage.store import RequestStore, forget
 
 __all__ = ["STOPS", "TURN", "RunManager", "manager_of"]
 
@@ -193,7 +193,7 @@ class RunManager:
         async for _ in self.follow(record, 0):  # until its stop is stored
             pass
         await pruner_for(self.checkpointer, requests=False).remove_run(record.thread_key, record.request_id)
-        await self.store.forget(record.request_key)
+        await forget(self.store, record.request_key)
 
     def follow(self, record: RequestRecord, after_seq: int = 0) -> AsyncIterator[Event]:
         """Every event after ``after_seq``: the stored ones, then live ones until the run stops."""

@@ -199,12 +199,6 @@ class RequestStore:
         async with self._guard, self.engine.connect() as conn:
             return bool((await conn.execute(sa.select(sa.func.count()).where(running))).scalar())
 
-    async def forget(self, request_key: str) -> None:
-        """Remove a request that stopped: its row, events and trace (a rolled-back run)."""
-        async with self._guard, self.engine.begin() as conn:
-            for table in (events_table, traces_table, requests_table):
-                await conn.execute(table.delete().where(table.c.request_key == request_key))
-
     async def update(self, request_key: str, **fields: Any) -> None:
         """Change fields of a request."""
         fields["updated_at"] = time.time()
@@ -364,3 +358,10 @@ def _supersede(record: RequestRecord) -> sa.Update:
     others = sa.and_(table.c.thread_key == record.thread_key, table.c.request_key != record.request_key)
     paused = sa.and_(others, table.c.status == "paused")
     return table.update().where(paused).values(status="superseded", updated_at=record.created_at)
+
+
+async def forget(store: RequestStore, request_key: str) -> None:
+    """Remove a request that stopped from ``store``: its row, events and trace (a rolled-back run)."""
+    async with store.guard, store.engine.begin() as conn:
+        for table in (events_table, traces_table, requests_table):
+            await conn.execute(table.delete().where(table.c.request_key == request_key))

@@ -163,7 +163,7 @@ def test_the_page_rejects_a_unified_call_which_never_runs(server: Server) -> Non
         card.locator("[data-testid='approval-why']").fill("keep everything")
         card.locator("[data-testid='reject']").click()
 
-        expect_ran(page, "error")
+        expect_ran(page, "rejected, not run")  # the row says the call never ran (not "error")
         expect(card.locator("[data-testid='approval-answer']")).to_have_text("rejected: keep everything")
         expect(page.locator("#chat [data-testid='tool-line'] .tool-error")).to_contain_text("keep everything")
         request = request_id(page)

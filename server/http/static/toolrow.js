@@ -55,12 +55,20 @@ export function toolRow(callId, name, args, executionId) {
   return row;
 }
 
-/** The call ended: its status and time on the row; its error and output inside it (a failed row opens). */
+/**
+ * The call ended: its status and time on the row, or that it never ran (``notRun``: a person rejected it, or
+ * it was refused); its error and output inside it (a row whose call failed or never ran opens).
+ */
 export function finishToolRow(row, ev) {
   const status = row.querySelector(".tool-status");
-  status.className = `tool-status ${ev.status === "ok" ? "ok" : "failed"}`;
   const ms = typeof ev.durationMs === "number" ? ` · ${Math.round(ev.durationMs)} ms` : "";
-  status.textContent = `${ev.status}${ms}`;
+  if (ev.notRun) {
+    status.className = "tool-status skipped";
+    status.textContent = `${ev.notRun}, not run`;
+  } else {
+    status.className = `tool-status ${ev.status === "ok" ? "ok" : "failed"}`;
+    status.textContent = `${ev.status}${ms}`;
+  }
   const detail = row.querySelector(".tool-detail");
   if (ev.error) {
     detail.append(el("div", "tool-error", ev.error));

@@ -298,16 +298,24 @@ def test_a_missing_thread_is_404_unless_the_run_may_create_it(client: SyncLangGr
     assert made["answer"] and client.threads.get("made-by-its-run")["status"] == "idle"
 
 
+def _archive_asked(
+    server: Server, client: SyncLangGraphClient, models: dict[str, str], name: str
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """Project ``name`` in alpha and a new thread asking the planner to archive it: thread, context, input."""
+
+    async def create(store: PlanningStore) -> None:
+        await store.domain.create_project("alpha", name, "event-plan")
+
+    _planning(server, create)
+    context = {"model": models["archive"], "context_type": "project", "entity_id": name.lower()}
+    ask = {"messages": [{"role": "user", "content": f"Archive {name}"}]}
+    return client.threads.create()["thread_id"], context, ask
+
+
 def test_the_planners_approval_is_an_interrupt_answered_with_a_command(
     server: Server, client: SyncLangGraphClient, models: dict[str, str]
 ):
-    async def create(store: PlanningStore) -> None:
-        await store.domain.create_project("alpha", "Orbit", "event-plan")
-
-    _planning(server, create)
-    context = {"model": models["archive"], "context_type": "project", "entity_id": "orbit"}
-    thread_id = client.threads.create()["thread_id"]
-    ask = {"messages": [{"role": "user", "content": "Archive Orbit"}]}
+    thread_id, context, ask = _archive_asked(server, client, models, "Orbit")
     asking = list(client.runs.stream(thread_id, "planner", input=ask,
                                      context=context, stream_mode=["updates", "custom"]))  # fmt: skip
     interrupts = [
@@ -350,13 +358,7 @@ def test_the_js_sdk_double_texts_with_interrupt_and_rollback(server: Server, mod
 def test_an_approval_reaches_a_values_only_stream_and_a_command_beside_input_answers_it(
     server: Server, client: SyncLangGraphClient, models: dict[str, str]
 ):
-    async def create(store: PlanningStore) -> None:
-        await store.domain.create_project("alpha", "Apollo", "event-plan")
-
-    _planning(server, create)
-    context = {"model": models["archive"], "context_type": "project", "entity_id": "apollo"}
-    thread_id = client.threads.create()["thread_id"]
-    ask = {"messages": [{"role": "user", "content": "Archive Apollo"}]}
+    thread_id, context, ask = _archive_asked(server, client, models, "Apollo")
     # useStream's modes as docs/clients.md sets them: no ``updates``, so the interrupt comes in ``values``
     asking = list(client.runs.stream(thread_id, "planner", input=ask, context=context,
                                      stream_mode=["values", "messages-tuple", "custom"]))  # fmt: skip
